@@ -1,0 +1,75 @@
+import Koa from 'koa';
+import { Router } from '@koa/router';
+import { AppError } from '../shared/errors.js';
+import type { IdMinter } from '../shared/ids.js';
+import type { Logger } from '../shared/logger.js';
+import type { BacklogMonitor } from './backlog.js';
+import type { Enqueuer } from './enqueuer.js';
+import type { IdempotencyStore } from './idempotency.js';
+import type { ApiMetrics } from './metrics.js';
+import { authenticate, type KeyVerifier } from './middleware/auth.js';
+import { errorHandler } from './middleware/errors.js';
+import { jsonBody } from './middleware/json-body.js';
+import { requestId } from './middleware/request-id.js';
+import { postFeedbackRecord, postFeedbackResponse } from './routes/feedback.js';
+import { getHealthz, getMetrics, getReadyz } from './routes/service.js';
+
+export interface AppDeps {
+  readonly logger: Logger;
+  readonly metrics: ApiMetrics;
+  readonly keys: KeyVerifier;
+  readonly ids: IdMinter;
+  readonly enqueuer: Enqueuer;
+  readonly idempotency: IdempotencyStore;
+  readonly backlog: BacklogMonitor;
+  readonly bodyLimitBytes: number;
+  readonly retryAfterSeconds: number;
+}
+
+/** Routes and middleware; never listens (api/main.ts does), so tests mount it on any server. */
+export function createApp(deps: AppDeps): Koa {
+  const app = new Koa({ proxy: false });
+  // Errors are rendered by errorHandler; Koa's own handler would print to stderr.
+  app.silent = true;
+
+  const routeDeps = { enqueuer: deps.enqueuer, idempotency: deps.idempotency, ids: deps.ids, backlog: deps.backlog, retryAfterSeconds: deps.retryAfterSeconds };
+  const write = [authenticate(deps.keys), ...jsonBody({ limitBytes: deps.bodyLimitBytes })];
+  const router = new Router();
+  router.post('/feedback-record', ...write, postFeedbackRecord(routeDeps));
+  router.post('/feedback-response', ...write, postFeedbackResponse(routeDeps));
+  router.get('/healthz', getHealthz());
+  router.get('/readyz', getReadyz(deps.backlog));
+  router.get('/metrics', getMetrics(deps.metrics));
+
+  app.use(requestId());
+  app.use(async (ctx, next) => {
+    const started = process.hrtime.bigint();
+    const log = deps.logger.child({ request_id: ctx.state['requestId'] as string });
+    ctx.state['log'] = log;
+    try {
+      await next();
+    } finally {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      const route = (ctx as { _matchedRoute?: unknown })._matchedRoute;
+      const routeLabel = typeof route === 'string' ? route : 'unmatched';
+      deps.metrics.httpRequests.inc({ route: routeLabel, method: ctx.method, status: String(ctx.status) });
+      deps.metrics.httpSeconds.observe({ route: routeLabel, method: ctx.method }, seconds);
+      const apiKey = (ctx.state['apiKey'] as { name: string } | undefined)?.name;
+      const errorCode = (ctx.body as { error?: { code?: string } } | undefined)?.error?.code;
+      log.info({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(seconds * 1e4) / 10, api_key: apiKey, error: errorCode }, 'request');
+    }
+  });
+  app.use(errorHandler({ logger: deps.logger, metrics: deps.metrics }));
+  // allowedMethods (non-throwing) sets 405/501 with Allow after the routes ran; turn that, and an
+  // unmatched path, into the error shape of the contract.
+  app.use(async (ctx, next) => {
+    await next();
+    if (ctx.status === 405 || ctx.status === 501) {
+      throw new AppError('method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}`, { headers: { Allow: ctx.response.get('Allow') } });
+    }
+    if (ctx.status === 404 && ctx.body == null) throw new AppError('not_found', `no route for ${ctx.method} ${ctx.path}`);
+  });
+  app.use(router.routes());
+  app.use(router.allowedMethods());
+  return app;
+}

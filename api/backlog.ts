@@ -1,0 +1,59 @@
+import type { Logger } from '../shared/logger.js';
+import type { WriteQueue } from '../shared/queue.js';
+
+export interface BacklogState {
+  /** Waiting + delayed + prioritized jobs at the last poll; undefined before the first one. */
+  readonly jobs: number | undefined;
+  /** Whether the last poll reached Redis. */
+  readonly redisReachable: boolean;
+  readonly overloaded: boolean;
+}
+
+export interface BacklogMonitor {
+  state(): BacklogState;
+  /** Polls now (used at start and by /readyz). */
+  refresh(): Promise<BacklogState>;
+  stop(): void;
+}
+
+/**
+ * Reads the backlog every `pollMs` instead of per request: a count per request would cost a
+ * Redis round trip on the hot path, and the ceiling only needs to be roughly right.
+ */
+export function createBacklogMonitor(options: { queue: WriteQueue; maxJobs: number; pollMs: number; logger: Logger; onSample?: (jobs: number) => void }): BacklogMonitor {
+  const { queue, maxJobs, pollMs, logger, onSample } = options;
+  let current: BacklogState = { jobs: undefined, redisReachable: false, overloaded: false };
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+
+  async function refresh(): Promise<BacklogState> {
+    try {
+      const jobs = await queue.getJobCountByTypes('waiting', 'delayed', 'prioritized');
+      const overloaded = jobs >= maxJobs;
+      if (overloaded && !current.overloaded) logger.warn({ jobs, maxJobs }, 'backlog above ceiling: refusing writes with 503 overloaded');
+      current = { jobs, redisReachable: true, overloaded };
+      onSample?.(jobs);
+    } catch {
+      current = { jobs: current.jobs, redisReachable: false, overloaded: current.overloaded };
+    }
+    return current;
+  }
+
+  const loop = () => {
+    if (stopped) return;
+    void refresh().finally(() => {
+      if (!stopped) timer = setTimeout(loop, pollMs);
+    });
+  };
+  timer = setTimeout(loop, 0);
+  timer.unref();
+
+  return {
+    state: () => current,
+    refresh,
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+    },
+  };
+}

@@ -1,0 +1,162 @@
+import type { Context } from 'koa';
+import * as v from 'valibot';
+import { AppError } from '../../shared/errors.js';
+import type { IdMinter } from '../../shared/ids.js';
+import type { Logger } from '../../shared/logger.js';
+import {
+  FeedbackRecordBody,
+  FeedbackResponseBody,
+  toDetails,
+  type ResponseStatus,
+  type Write,
+} from '../../shared/schemas.js';
+import type { BacklogMonitor } from '../backlog.js';
+import type { Enqueuer } from '../enqueuer.js';
+import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore } from '../idempotency.js';
+import type { AuthenticatedKey } from '../middleware/auth.js';
+
+/** The 200 body of both write endpoints. */
+export interface AcceptedBody {
+  readonly feedback_record_id: string;
+  readonly feedback_response_id: string;
+  readonly status: ResponseStatus;
+}
+
+export interface FeedbackRouteDeps {
+  readonly enqueuer: Enqueuer;
+  readonly idempotency: IdempotencyStore;
+  readonly ids: IdMinter;
+  readonly backlog: BacklogMonitor;
+  readonly retryAfterSeconds: number;
+}
+
+function parse<S extends v.GenericSchema>(schema: S, input: unknown): v.InferOutput<S> {
+  const result = v.safeParse(schema, input, { abortEarly: false });
+  if (result.success) return result.output;
+  const details = toDetails(result.issues);
+  const first = details[0]!;
+  throw new AppError('validation_failed', `${first.path} ${first.message}`, { details });
+}
+
+function idempotencyKey(ctx: Context): string | undefined {
+  const raw = ctx.req.headers['idempotency-key'];
+  if (raw === undefined) return undefined;
+  if (Array.isArray(raw) || !isValidIdempotencyKey(raw)) {
+    throw new AppError('invalid_header', 'Idempotency-Key must be one header of 1 to 255 printable characters');
+  }
+  return raw;
+}
+
+/**
+ * What both endpoints share: the backlog ceiling, the idempotency protocol, enqueueing, the 200.
+ * `build` mints the write; `seed` is set on replays-by-key so that a retry after a lost answer
+ * mints the same ids and the worker's upserts store one document.
+ */
+async function accept(
+  ctx: Context,
+  deps: FeedbackRouteDeps,
+  endpoint: string,
+  body: unknown,
+  build: (seed: string | undefined) => { write: Write; answer: AcceptedBody },
+): Promise<void> {
+  const key = ctx.state['apiKey'] as AuthenticatedKey;
+  const log = ctx.state['log'] as Logger;
+  const idemKey = idempotencyKey(ctx);
+  if (deps.backlog.state().overloaded) {
+    throw new AppError('overloaded', 'the backlog is above its ceiling; retry later', {
+      headers: { 'Retry-After': String(deps.retryAfterSeconds * 5) },
+    });
+  }
+  if (idemKey === undefined) {
+    const { write, answer } = build(undefined);
+    const receipt = await deps.enqueuer.enqueue(write);
+    log.debug({ job_id: receipt.jobId, index: receipt.index, record_id: answer.feedback_record_id }, 'write queued');
+    ctx.body = answer;
+    return;
+  }
+
+  const fingerprint = requestFingerprint(endpoint, body);
+  let begun;
+  try {
+    begun = await deps.idempotency.begin(key.name, idemKey, fingerprint);
+  } catch (err) {
+    throw new AppError('queue_unavailable', 'the write could not be queued; retry later', {
+      headers: { 'Retry-After': String(deps.retryAfterSeconds) },
+      cause: err,
+    });
+  }
+  switch (begun.state) {
+    case 'replay':
+      ctx.set('Idempotent-Replayed', 'true');
+      ctx.body = begun.body;
+      return;
+    case 'reused':
+      throw new AppError('idempotency_key_reused', 'this Idempotency-Key was used with a different request');
+    case 'in_use':
+      throw new AppError('idempotency_key_in_use', 'a request with this Idempotency-Key is still running; retry shortly', {
+        headers: { 'Retry-After': '1' },
+      });
+    case 'new':
+      break;
+  }
+  const { write, answer } = build(`${key.name}\0${idemKey}\0${fingerprint}`);
+  try {
+    await deps.enqueuer.enqueue(write);
+  } catch (err) {
+    await deps.idempotency.abort(key.name, idemKey).catch(() => undefined);
+    throw err;
+  }
+  // The write is queued: if keeping the replay body fails, the claim expires and a retry mints
+  // the same ids (seeded), which the worker stores once.
+  await deps.idempotency.complete(key.name, idemKey, fingerprint, answer).catch((err: unknown) => {
+    log.warn({ err: (err as Error).message }, 'could not keep the idempotent answer');
+  });
+  ctx.body = answer;
+}
+
+export function postFeedbackRecord(deps: FeedbackRouteDeps) {
+  return async (ctx: Context): Promise<void> => {
+    const body = parse(FeedbackRecordBody, ctx.request.body);
+    const key = ctx.state['apiKey'] as AuthenticatedKey;
+    await accept(ctx, deps, 'feedback-record', ctx.request.body, (seed) => {
+      const recordId = seed === undefined ? deps.ids.newRecordId() : deps.ids.recordIdFromSeed(seed);
+      const userId = body.response.user_id ?? key.name;
+      const responseId = deps.ids.responseId(recordId, userId);
+      const write: Write = {
+        kind: 'record',
+        request_id: ctx.state['requestId'] as string,
+        accepted_at: Date.now(),
+        api_key: key.name,
+        record_id: recordId,
+        response_id: responseId,
+        record: body.record,
+        response: { status: body.response.status, values: body.response.values, user_id: userId },
+      };
+      return { write, answer: { feedback_record_id: recordId, feedback_response_id: responseId, status: body.response.status } };
+    });
+  };
+}
+
+export function postFeedbackResponse(deps: FeedbackRouteDeps) {
+  return async (ctx: Context): Promise<void> => {
+    const body = parse(FeedbackResponseBody, ctx.request.body);
+    const key = ctx.state['apiKey'] as AuthenticatedKey;
+    if (!deps.ids.isMintedRecordId(body.feedback_record_id)) {
+      throw new AppError('record_not_found', 'no record has this feedback_record_id');
+    }
+    await accept(ctx, deps, 'feedback-response', ctx.request.body, () => {
+      const userId = body.response.user_id ?? key.name;
+      const responseId = deps.ids.responseId(body.feedback_record_id, userId);
+      const write: Write = {
+        kind: 'response',
+        request_id: ctx.state['requestId'] as string,
+        accepted_at: Date.now(),
+        api_key: key.name,
+        record_id: body.feedback_record_id,
+        response_id: responseId,
+        response: { status: body.response.status, values: body.response.values, user_id: userId },
+      };
+      return { write, answer: { feedback_record_id: body.feedback_record_id, feedback_response_id: responseId, status: body.response.status } };
+    });
+  };
+}

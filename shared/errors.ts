@@ -1,0 +1,55 @@
+/**
+ * Every error the API can answer with. The README's error table is checked against this object
+ * by a test, so a new code cannot ship undocumented.
+ */
+export const ErrorCode = {
+  unauthorized: { status: 401, description: 'No Authorization header, or not `Bearer <token>`.' },
+  invalid_api_key: { status: 401, description: 'The token is not a known, active API key.' },
+  forbidden: { status: 403, description: 'The key may not write to that dataset.' },
+  invalid_json: { status: 400, description: 'The body is not valid JSON.' },
+  validation_failed: { status: 400, description: 'Missing field, wrong type, bad value or unknown property; `details` lists each.' },
+  invalid_header: { status: 400, description: 'A header has a bad value (for example an `Idempotency-Key` outside 1–255 printable characters).' },
+  not_found: { status: 404, description: 'Unknown path.' },
+  record_not_found: { status: 404, description: 'The record is neither stored nor accepted and queued.' },
+  method_not_allowed: { status: 405, description: 'Known path, wrong method; `Allow` lists the methods.' },
+  idempotency_key_reused: { status: 409, description: 'The same `Idempotency-Key` was used with a different body.' },
+  idempotency_key_in_use: { status: 409, description: 'A request with the same `Idempotency-Key` is still being processed; retry shortly.' },
+  payload_too_large: { status: 413, description: 'The body is larger than `BODY_LIMIT_BYTES`.' },
+  unsupported_media_type: { status: 415, description: '`Content-Type` is present and not JSON, or names a charset that cannot be decoded.' },
+  rate_limited: { status: 429, description: 'Per-key rate limit exceeded; see `Retry-After`.' },
+  internal_error: { status: 500, description: 'A bug: the request was not accepted. Logged with the request id.' },
+  queue_unavailable: { status: 503, description: 'Redis is unreachable or did not acknowledge the write in time; nothing was promised.' },
+  overloaded: { status: 503, description: 'The backlog is above `BACKLOG_MAX_JOBS`; retry after `Retry-After`.' },
+} as const satisfies Record<string, { status: number; description: string }>;
+
+export type ErrorCode = keyof typeof ErrorCode;
+
+export interface ErrorDetail {
+  readonly path: string;
+  readonly message: string;
+}
+
+/** The one error type of the service: a code from {@link ErrorCode}, its HTTP status and details. */
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly details: readonly ErrorDetail[] | undefined;
+  readonly headers: Readonly<Record<string, string>>;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options: { details?: readonly ErrorDetail[]; headers?: Record<string, string>; cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'AppError';
+    this.code = code;
+    this.status = ErrorCode[code].status;
+    this.details = options.details;
+    this.headers = options.headers ?? {};
+  }
+}
+
+export function isAppError(err: unknown): err is AppError {
+  return err instanceof AppError;
+}

@@ -1,0 +1,37 @@
+import { pino, type DestinationStream, type Logger } from 'pino';
+
+export type { Logger } from 'pino';
+
+/**
+ * Paths that must never reach a log line. Keys and bodies are not logged by design; this list is
+ * the net under that rule.
+ */
+export const REDACT_PATHS: readonly string[] = [
+  'authorization',
+  'headers.authorization',
+  'req.headers.authorization',
+  'request.headers.authorization',
+  'apiKey',
+  'secret',
+  'body',
+  '*.body',
+  'values',
+  '*.values',
+  'field_to_value',
+  '*.field_to_value',
+];
+
+/** The root logger of a process. `destination` lets tests capture the lines. */
+export function createLogger(options: { level: string; name: string; destination?: DestinationStream }): Logger {
+  return pino(
+    {
+      name: options.name,
+      level: options.level,
+      redact: { paths: [...REDACT_PATHS], censor: '[redacted]' },
+      base: { pid: process.pid },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      formatters: { level: (label) => ({ level: label }) },
+    },
+    options.destination,
+  );
+}

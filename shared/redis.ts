@@ -1,0 +1,54 @@
+import { Redis, type RedisOptions } from 'ioredis';
+import type { Config } from './config.js';
+import type { Logger } from './logger.js';
+
+/**
+ * `producer`: the API. Commands fail at once while Redis is down (no offline queue), so the API
+ * answers 503 instead of holding requests. `worker`: retries forever, as BullMQ workers require.
+ */
+export type RedisRole = 'producer' | 'worker';
+
+export function redisOptions(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUnauthorized'>, role: RedisRole): Omit<RedisOptions, 'replyMapping'> {
+  const tls = config.redisUrl.startsWith('rediss:') ? { tls: { rejectUnauthorized: config.redisTlsRejectUnauthorized } } : {};
+  return {
+    ...tls,
+    connectTimeout: 2_000,
+    // Reconnect forever, backing off to 2 s: recovery after a Redis restart needs no process restart.
+    retryStrategy: (times: number) => Math.min(100 * times, 2_000),
+    ...(role === 'producer'
+      ? { enableOfflineQueue: false, maxRetriesPerRequest: 1 }
+      : { enableOfflineQueue: true, maxRetriesPerRequest: null }),
+  };
+}
+
+export function createRedis(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUnauthorized'>, role: RedisRole, logger: Logger): Redis {
+  const redis = new Redis(config.redisUrl, redisOptions(config, role));
+  let down = false;
+  redis.on('error', (err: Error) => {
+    if (!down) logger.warn({ err: err.message, role }, 'redis connection error');
+    down = true;
+  });
+  redis.on('ready', () => {
+    if (down) logger.info({ role }, 'redis connection restored');
+    down = false;
+  });
+  return redis;
+}
+
+/**
+ * BullMQ needs `noeviction`: an evicted job key is a lost write. Managed Redis may refuse
+ * CONFIG, so INFO is read instead. Returns the policy, or undefined when it cannot be read.
+ */
+export async function checkEvictionPolicy(redis: Redis, logger: Logger): Promise<string | undefined> {
+  try {
+    const info = await redis.info('memory');
+    const policy = /maxmemory_policy:(\S+)/.exec(info)?.[1];
+    if (policy !== undefined && policy !== 'noeviction') {
+      logger.warn({ maxmemory_policy: policy }, `Redis maxmemory-policy is "${policy}", not "noeviction": Redis may evict queued jobs under memory pressure, losing acknowledged writes. Set maxmemory-policy noeviction.`);
+    }
+    return policy;
+  } catch (err) {
+    logger.warn({ err: (err as Error).message }, 'could not read Redis maxmemory-policy');
+    return undefined;
+  }
+}

@@ -1,0 +1,226 @@
+import * as v from 'valibot';
+
+/** JSON nesting deeper than this (counting the body itself as level 1) is rejected. */
+export const MAX_JSON_DEPTH = 32;
+export const KEY_NAME_MAX_LENGTH = 200;
+/** Problems reported at most per JSON object field, so one bad body cannot make a huge answer. */
+const MAX_ISSUES_PER_FIELD = 50;
+const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
+
+/** Why `key` may not be used as a stored key, or undefined when it may. */
+export function keyNameProblem(key: string): string | undefined {
+  if (key.length === 0) return 'key must not be empty';
+  if (key.length > KEY_NAME_MAX_LENGTH) return `key must be at most ${KEY_NAME_MAX_LENGTH} characters`;
+  if (key.startsWith('$')) return 'key must not start with $';
+  if (key.includes('.')) return 'key must not contain .';
+  if (key.includes('\0')) return 'key must not contain NUL';
+  if (FORBIDDEN_KEYS.has(key)) return `key must not be ${key}`;
+  return undefined;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+type PathItem = v.IssuePathItem;
+
+/**
+ * A JSON object whose keys (at every depth) follow the key-name rules and whose nesting stays
+ * within {@link MAX_JSON_DEPTH}. `level` is the nesting level at which the object sits in the
+ * request body (the body is level 1). Walks iteratively: a hostile body cannot overflow the stack.
+ */
+export function jsonObject(level: number) {
+  return v.pipe(
+    v.custom<Record<string, unknown>>(isPlainObject, 'must be an object'),
+    v.rawCheck<Record<string, unknown>>(({ dataset, addIssue }) => {
+      if (!dataset.typed) return;
+      let issues = 0;
+      const stack: { value: unknown; depth: number; path: PathItem[] }[] = [{ value: dataset.value, depth: level, path: [] }];
+      while (stack.length > 0 && issues < MAX_ISSUES_PER_FIELD) {
+        const { value, depth, path } = stack.pop()!;
+        if (depth > MAX_JSON_DEPTH) {
+          issues++;
+          addIssue({ message: `nesting must not be deeper than ${MAX_JSON_DEPTH} levels`, ...(path.length > 0 ? { path: path as [PathItem, ...PathItem[]] } : {}) });
+          continue;
+        }
+        if (Array.isArray(value)) {
+          for (let i = value.length - 1; i >= 0; i--) {
+            const item = value[i];
+            if (typeof item === 'object' && item !== null) {
+              stack.push({ value: item, depth: depth + 1, path: [...path, { type: 'array', origin: 'value', input: value, key: i, value: item }] });
+            }
+          }
+        } else if (isPlainObject(value)) {
+          const keys = Object.keys(value);
+          const children: { value: unknown; depth: number; path: PathItem[] }[] = [];
+          for (const key of keys) {
+            const item = value[key];
+            const itemPath: PathItem[] = [...path, { type: 'object', origin: 'value', input: value, key, value: item }];
+            const problem = keyNameProblem(key);
+            if (problem !== undefined) {
+              issues++;
+              addIssue({ message: problem, path: itemPath as [PathItem, ...PathItem[]] });
+            } else if (typeof item === 'object' && item !== null) children.push({ value: item, depth: depth + 1, path: itemPath });
+          }
+          for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]!);
+        }
+      }
+    }),
+  );
+}
+
+const nonEmptyObject = v.check((o: Record<string, unknown>) => Object.keys(o).length > 0, 'must have at least one key');
+/** `values` may be empty only when the response is discarded. */
+const VALUES_EMPTY_MESSAGE = 'must have at least one key unless status is discarded';
+
+export const ResponseStatus = v.picklist(['draft', 'submitted', 'discarded'], 'must be one of draft, submitted, discarded');
+export type ResponseStatus = v.InferOutput<typeof ResponseStatus>;
+
+const requiredString = (max: number) =>
+  v.pipe(
+    v.string('must be a string'),
+    v.minLength(1, 'must not be empty'),
+    v.maxLength(max, `must be at most ${max} characters`),
+  );
+
+export const DatasetId = requiredString(256);
+export const UserId = requiredString(256);
+export const RecordId = requiredString(200);
+export const ExternalId = requiredString(1024);
+
+export const RecordInput = v.strictObject({
+  feedback_dataset_id: DatasetId,
+  field_to_value: v.pipe(jsonObject(3), nonEmptyObject),
+  external_id: v.exactOptional(ExternalId),
+  metadata: v.exactOptional(jsonObject(3)),
+});
+export type RecordInput = v.InferOutput<typeof RecordInput>;
+
+/** The first response, sent with its record. `status` defaults to `submitted`. */
+export const FirstResponseInput = v.pipe(
+  v.strictObject({
+    values: jsonObject(3),
+    status: v.optional(ResponseStatus, 'submitted'),
+    user_id: v.exactOptional(UserId),
+  }),
+  v.forward(
+    v.partialCheck(
+      [['values'], ['status']],
+      (input) => input.status === 'discarded' || Object.keys(input.values).length > 0,
+      VALUES_EMPTY_MESSAGE,
+    ),
+    ['values'],
+  ),
+);
+
+/** A response sent to an existing record: `status` is required. */
+export const ResponseInput = v.pipe(
+  v.strictObject({
+    status: ResponseStatus,
+    values: jsonObject(3),
+    user_id: v.exactOptional(UserId),
+  }),
+  v.forward(
+    v.partialCheck(
+      [['values'], ['status']],
+      (input) => input.status === 'discarded' || Object.keys(input.values).length > 0,
+      VALUES_EMPTY_MESSAGE,
+    ),
+    ['values'],
+  ),
+);
+
+/** Body of `POST /feedback-record`. */
+export const FeedbackRecordBody = v.strictObject({ record: RecordInput, response: FirstResponseInput }, 'must be a JSON object');
+export type FeedbackRecordBody = v.InferOutput<typeof FeedbackRecordBody>;
+
+/** Body of `POST /feedback-response`. */
+export const FeedbackResponseBody = v.strictObject({ feedback_record_id: RecordId, response: ResponseInput }, 'must be a JSON object');
+export type FeedbackResponseBody = v.InferOutput<typeof FeedbackResponseBody>;
+
+/** The response part of a queued write: defaults resolved, annotator named. */
+export const StoredResponse = v.pipe(
+  v.strictObject({ status: ResponseStatus, values: jsonObject(3), user_id: UserId }),
+  v.forward(
+    v.partialCheck(
+      [['values'], ['status']],
+      (input) => input.status === 'discarded' || Object.keys(input.values).length > 0,
+      VALUES_EMPTY_MESSAGE,
+    ),
+    ['values'],
+  ),
+);
+export type StoredResponse = v.InferOutput<typeof StoredResponse>;
+
+const writeCommon = {
+  /** The API's request id, carried into the worker's logs. */
+  request_id: v.pipe(v.string(), v.maxLength(200)),
+  /** When the API accepted the write, ms since the epoch. */
+  accepted_at: v.pipe(v.number(), v.integer(), v.minValue(0)),
+  /** Name of the API key that wrote it. */
+  api_key: v.pipe(v.string(), v.minLength(1), v.maxLength(64)),
+  record_id: RecordId,
+  response_id: v.pipe(v.string(), v.minLength(1), v.maxLength(200)),
+  /**
+   * Acceptance order, set only when a write is re-queued (dead-letter retry) so that it keeps
+   * its place; otherwise the worker derives it from the job id Redis assigned.
+   */
+  seq: v.exactOptional(v.pipe(v.number(), v.safeInteger(), v.minValue(0))),
+};
+
+export const RecordWrite = v.strictObject({ kind: v.literal('record'), ...writeCommon, record: RecordInput, response: StoredResponse });
+export type RecordWrite = v.InferOutput<typeof RecordWrite>;
+
+export const ResponseWrite = v.strictObject({ kind: v.literal('response'), ...writeCommon, response: StoredResponse });
+export type ResponseWrite = v.InferOutput<typeof ResponseWrite>;
+
+/** One write carried by a job: a record with its first response, or a response to a record. */
+export const Write = v.variant('kind', [RecordWrite, ResponseWrite]);
+export type Write = v.InferOutput<typeof Write>;
+
+/** Version of the job payload; the worker refuses other versions (dead-letters them). */
+export const JOB_PAYLOAD_VERSION = 1;
+
+/**
+ * The envelope of a queued job. Writes are validated one by one with {@link Write}, so one bad
+ * write does not sink its batch.
+ */
+export const JobEnvelope = v.strictObject({
+  v: v.literal(JOB_PAYLOAD_VERSION),
+  writes: v.pipe(v.array(v.unknown()), v.minLength(1)),
+});
+export interface JobPayload {
+  readonly v: typeof JOB_PAYLOAD_VERSION;
+  readonly writes: readonly Write[];
+}
+
+export interface ValidationDetail {
+  readonly path: string;
+  readonly message: string;
+}
+
+const IDENT_RE = /^[A-Za-z_][A-Za-z0-9_-]*$/;
+
+/** `record.field_to_value["a.b"][0]`: dotted where the key allows, JSON-quoted otherwise. */
+export function formatPath(path: readonly PathItem[] | undefined): string {
+  if (path === undefined || path.length === 0) return 'body';
+  let out = '';
+  for (const item of path) {
+    const key = item.key;
+    if (typeof key === 'number') out += `[${key}]`;
+    else if (typeof key === 'string' && IDENT_RE.test(key)) out += out === '' ? key : `.${key}`;
+    else out += `[${JSON.stringify(String(key))}]`;
+  }
+  return out;
+}
+
+function issueMessage(issue: v.BaseIssue<unknown>): string {
+  if (issue.type === 'strict_object' && issue.expected === 'never') return 'is not a known property';
+  if (issue.received === 'undefined' && issue.kind === 'schema') return 'is required';
+  return issue.message;
+}
+
+/** Every problem valibot found, as `{path, message}` pairs. */
+export function toDetails(issues: readonly v.BaseIssue<unknown>[]): ValidationDetail[] {
+  return issues.map((issue) => ({ path: formatPath(issue.path), message: issueMessage(issue) }));
+}
