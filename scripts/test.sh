@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, then runs the whole mocha suite against a
+# private Redis and FerretDB that the tests start on free ports (never a server you already run).
+# Extra arguments go to mocha (e.g. `npm test -- --grep idempotency`).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$ROOT"
+ensure_node_modules
+ensure_redis_binary
+FERRETDB_BIN="$(ensure_ferretdb)"
+export FERRETDB_BIN
+export TEST_SUITE_NAME="${TEST_SUITE_NAME:-tests}"
+exec npx mocha "$@"
