@@ -46,6 +46,8 @@ export function createIdMinter(secrets: readonly string[]): IdMinter {
       const body = Buffer.from(id.slice(RECORD_PREFIX.length, RECORD_PREFIX.length + 22), 'base64url');
       const given = Buffer.from(id.slice(RECORD_PREFIX.length + 22), 'base64url');
       if (body.length !== BODY_BYTES || given.length !== TAG_BYTES) return false;
+      // base64url decoding ignores unused bits and accepts + and /: only the canonical spelling counts.
+      if (RECORD_PREFIX + body.toString('base64url') + given.toString('base64url') !== id) return false;
       let ok = false;
       for (const secret of secrets) ok = timingSafeEqual(tag(secret, body), given) || ok;
       return ok;

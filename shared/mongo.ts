@@ -4,6 +4,8 @@ import type { Config } from './config.js';
 export const COLLECTIONS = {
   records: 'feedback_records',
   responses: 'feedback_responses',
+  /** Ordering log of response updates; pruned down to the newest version per response. */
+  responseVersions: 'feedback_response_versions',
   deadLetters: 'feedback_dead_letters',
 } as const;
 

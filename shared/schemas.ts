@@ -69,6 +69,26 @@ export function jsonObject(level: number) {
   );
 }
 
+/**
+ * A closed object: a plain object (not a list) whose unknown properties are ALL reported (valibot's
+ * strictObject stops at the first). Keys that objectWithRest skips (`__proto__`, …) are reported too.
+ */
+function closedObject<const E extends v.ObjectEntries>(entries: E, message = 'must be an object') {
+  return v.pipe(
+    v.custom<Record<string, unknown>>(isPlainObject, message),
+    v.rawCheck<Record<string, unknown>>(({ dataset, addIssue }) => {
+      if (!dataset.typed) return;
+      for (const key of Object.keys(dataset.value)) {
+        if (FORBIDDEN_KEYS.has(key) && !Object.hasOwn(entries, key)) {
+          addIssue({ message: 'is not a known property', path: [{ type: 'object', origin: 'value', input: dataset.value, key, value: dataset.value[key] }] });
+        }
+      }
+    }),
+    v.objectWithRest(entries, v.never('is not a known property')),
+    v.transform((o) => o as v.InferOutput<v.StrictObjectSchema<E, undefined>>),
+  );
+}
+
 const nonEmptyObject = v.check((o: Record<string, unknown>) => Object.keys(o).length > 0, 'must have at least one key');
 /** `values` may be empty only when the response is discarded. */
 const VALUES_EMPTY_MESSAGE = 'must have at least one key unless status is discarded';
@@ -88,7 +108,7 @@ export const UserId = requiredString(256);
 export const RecordId = requiredString(200);
 export const ExternalId = requiredString(1024);
 
-export const RecordInput = v.strictObject({
+export const RecordInput = closedObject({
   feedback_dataset_id: DatasetId,
   field_to_value: v.pipe(jsonObject(3), nonEmptyObject),
   external_id: v.exactOptional(ExternalId),
@@ -98,7 +118,7 @@ export type RecordInput = v.InferOutput<typeof RecordInput>;
 
 /** The first response, sent with its record. `status` defaults to `submitted`. */
 export const FirstResponseInput = v.pipe(
-  v.strictObject({
+  closedObject({
     values: jsonObject(3),
     status: v.optional(ResponseStatus, 'submitted'),
     user_id: v.exactOptional(UserId),
@@ -115,7 +135,7 @@ export const FirstResponseInput = v.pipe(
 
 /** A response sent to an existing record: `status` is required. */
 export const ResponseInput = v.pipe(
-  v.strictObject({
+  closedObject({
     status: ResponseStatus,
     values: jsonObject(3),
     user_id: v.exactOptional(UserId),
@@ -131,11 +151,11 @@ export const ResponseInput = v.pipe(
 );
 
 /** Body of `POST /feedback-record`. */
-export const FeedbackRecordBody = v.strictObject({ record: RecordInput, response: FirstResponseInput }, 'must be a JSON object');
+export const FeedbackRecordBody = closedObject({ record: RecordInput, response: FirstResponseInput }, 'must be a JSON object');
 export type FeedbackRecordBody = v.InferOutput<typeof FeedbackRecordBody>;
 
 /** Body of `POST /feedback-response`. */
-export const FeedbackResponseBody = v.strictObject({ feedback_record_id: RecordId, response: ResponseInput }, 'must be a JSON object');
+export const FeedbackResponseBody = closedObject({ feedback_record_id: RecordId, response: ResponseInput }, 'must be a JSON object');
 export type FeedbackResponseBody = v.InferOutput<typeof FeedbackResponseBody>;
 
 /** The response part of a queued write: defaults resolved, annotator named. */
@@ -215,7 +235,7 @@ export function formatPath(path: readonly PathItem[] | undefined): string {
 }
 
 function issueMessage(issue: v.BaseIssue<unknown>): string {
-  if (issue.type === 'strict_object' && issue.expected === 'never') return 'is not a known property';
+  if ((issue.type === 'strict_object' || issue.type === 'never') && issue.expected === 'never') return 'is not a known property';
   if (issue.received === 'undefined' && issue.kind === 'schema') return 'is required';
   return issue.message;
 }

@@ -1,5 +1,6 @@
-import { MongoBulkWriteError, type AnyBulkWriteOperation, type Db } from 'mongodb';
+import { MongoBulkWriteError, type Db, type Filter, type UpdateFilter } from 'mongodb';
 import { COLLECTIONS } from '../shared/mongo.js';
+import type { Collection, OptionalUnlessRequiredId } from 'mongodb';
 import type { Logger } from '../shared/logger.js';
 import type { RecordWrite, Write } from '../shared/schemas.js';
 import { isDuplicateKey, isTransientMongoError, TransientStoreError } from './errors.js';
@@ -52,6 +53,30 @@ export interface ResponseDoc {
   updated_at: Date;
 }
 
+/**
+ * One accepted update of a response, inserted before the update is applied. Inserts with a unique
+ * _id are atomic on MongoDB and FerretDB alike, while FerretDB v1 runs an update as an unlocked
+ * read-modify-write: two concurrent conditional updates can both pass `seq < mine` and the older
+ * can land last. The version log lets every writer check, after its own write, that the newest
+ * accepted version is the one stored, and re-apply it if not.
+ */
+export interface ResponseVersionDoc {
+  _id: string;
+  response_id: string;
+  seq: number;
+  feedback_record_id: string;
+  feedback_dataset_id: string;
+  user_id: string;
+  status: string;
+  values: Record<string, unknown>;
+  api_key: string;
+  request_id: string;
+  accepted_at: Date;
+}
+
+/** Rounds of the convergence check before the job is put back (it is then re-run, idempotently). */
+const CONVERGE_ROUNDS = 8;
+
 export interface FeedbackWriter {
   ensureIndexes(): Promise<void>;
   /** Stores a batch; throws {@link TransientStoreError} when MongoDB cannot be reached. */
@@ -78,20 +103,50 @@ function recordDoc(w: RecordWrite): RecordDoc {
   };
 }
 
-function responseOp(item: SequencedWrite, datasetId: string): AnyBulkWriteOperation<ResponseDoc> {
+function versionDoc(item: SequencedWrite, datasetId: string): ResponseVersionDoc {
   const w = item.write;
+  return {
+    _id: `${w.response_id}:${String(item.seq).padStart(16, '0')}`,
+    response_id: w.response_id,
+    seq: item.seq,
+    feedback_record_id: w.record_id,
+    feedback_dataset_id: datasetId,
+    user_id: w.response.user_id,
+    status: w.response.status,
+    values: w.response.values,
+    api_key: w.api_key,
+    request_id: w.request_id,
+    accepted_at: new Date(w.accepted_at),
+  };
+}
+
+/** The first response of a new record: the lowest seq of its (record, annotator) pair. */
+function firstResponseDoc(item: SequencedWrite): ResponseDoc {
+  const w = item.write as RecordWrite;
   const at = new Date(w.accepted_at);
+  return {
+    _id: w.response_id,
+    feedback_record_id: w.record_id,
+    feedback_dataset_id: w.record.feedback_dataset_id,
+    user_id: w.response.user_id,
+    status: w.response.status,
+    values: w.response.values,
+    seq: item.seq,
+    api_key: w.api_key,
+    request_id: w.request_id,
+    created_at: at,
+    updated_at: at,
+  };
+}
+
+function applyOp(v: ResponseVersionDoc): { filter: Filter<ResponseDoc>; update: UpdateFilter<ResponseDoc> } {
   // Matches only a stored update accepted earlier. When a later one is stored, the filter misses,
   // the upsert tries to insert the same _id and fails with 11000: the stale update is dropped.
-  // Running the same job twice is therefore harmless too (equal seq also misses).
   return {
-    updateOne: {
-      filter: { _id: w.response_id, seq: { $lt: item.seq } },
-      update: {
-        $set: { status: w.response.status, values: w.response.values, seq: item.seq, api_key: w.api_key, request_id: w.request_id, updated_at: at },
-        $setOnInsert: { feedback_record_id: w.record_id, feedback_dataset_id: datasetId, user_id: w.response.user_id, created_at: at },
-      },
-      upsert: true,
+    filter: { _id: v.response_id, seq: { $lt: v.seq } },
+    update: {
+      $set: { status: v.status, values: v.values, seq: v.seq, api_key: v.api_key, request_id: v.request_id, updated_at: v.accepted_at },
+      $setOnInsert: { feedback_record_id: v.feedback_record_id, feedback_dataset_id: v.feedback_dataset_id, user_id: v.user_id, created_at: v.accepted_at },
     },
   };
 }
@@ -106,60 +161,85 @@ function responseOp(item: SequencedWrite, datasetId: string): AnyBulkWriteOperat
 export function createFeedbackWriter(options: { db: Db; logger: Logger }): FeedbackWriter {
   const records = options.db.collection<RecordDoc>(COLLECTIONS.records);
   const responses = options.db.collection<ResponseDoc>(COLLECTIONS.responses);
+  const versions = options.db.collection<ResponseVersionDoc>(COLLECTIONS.responseVersions);
   const log = options.logger;
 
-  async function insertRecords(items: SequencedWrite[], rejected: { item: SequencedWrite; error: string }[]): Promise<Set<string>> {
-    const ok = new Set<string>();
-    if (items.length === 0) return ok;
-    const docs = items.map((i) => recordDoc(i.write as RecordWrite));
+  /**
+   * insertMany, then one by one if the batch erred: a duplicate _id means "already there"
+   * (returned in `present`), any other refusal is final for that document.
+   */
+  async function insertAll<D extends { _id: string }>(
+    col: Collection<D>,
+    docs: readonly { doc: D; item: SequencedWrite }[],
+    rejected: { item: SequencedWrite; error: string }[],
+  ): Promise<{ inserted: Set<string>; present: Set<string> }> {
+    const inserted = new Set<string>();
+    const present = new Set<string>();
+    if (docs.length === 0) return { inserted, present };
     try {
-      await records.insertMany(docs, { ordered: false });
-      for (const d of docs) ok.add(d._id);
-      return ok;
+      await col.insertMany(docs.map((d) => d.doc as OptionalUnlessRequiredId<D>), { ordered: false });
+      for (const d of docs) inserted.add(d.doc._id);
+      return { inserted, present };
     } catch (err) {
       rethrowTransient(err);
-      if (!(err instanceof MongoBulkWriteError) && !isDuplicateKey(err)) log.debug({ err: (err as Error).message }, 'record batch failed; retrying one by one');
+      if (!(err instanceof MongoBulkWriteError) && !isDuplicateKey(err)) log.debug({ err: (err as Error).message }, 'batch insert failed; retrying one by one');
     }
-    for (const [n, doc] of docs.entries()) {
+    for (const { doc, item } of docs) {
       try {
-        await records.insertOne(doc);
-        ok.add(doc._id);
+        await col.insertOne(doc as OptionalUnlessRequiredId<D>);
+        inserted.add(doc._id);
       } catch (err) {
-        if (isDuplicateKey(err)) ok.add(doc._id);
+        if (isDuplicateKey(err)) present.add(doc._id);
         else {
           rethrowTransient(err);
-          rejected.push({ item: items[n]!, error: (err as Error).message });
+          rejected.push({ item, error: (err as Error).message });
         }
       }
     }
-    return ok;
+    return { inserted, present };
   }
 
-  async function upsertResponses(ops: { item: SequencedWrite; datasetId: string }[], rejected: { item: SequencedWrite; error: string }[]): Promise<{ applied: number; stale: number }> {
-    if (ops.length === 0) return { applied: 0, stale: 0 };
+  /** Applies one version; false when a later one is already stored. */
+  async function apply(v: ResponseVersionDoc): Promise<boolean> {
+    const op = applyOp(v);
     try {
-      const result = await responses.bulkWrite(ops.map((o) => responseOp(o.item, o.datasetId)), { ordered: false });
-      return { applied: result.upsertedCount + result.matchedCount, stale: 0 };
+      const r = await responses.updateOne(op.filter, op.update, { upsert: true });
+      return r.matchedCount + r.upsertedCount > 0;
     } catch (err) {
+      if (isDuplicateKey(err)) return false;
       rethrowTransient(err);
+      throw err;
     }
-    let applied = 0;
-    let stale = 0;
-    for (const o of ops) {
-      const op = responseOp(o.item, o.datasetId);
-      if (!('updateOne' in op)) continue;
-      try {
-        await responses.updateOne(op.updateOne.filter, op.updateOne.update, { upsert: true });
-        applied++;
-      } catch (err) {
-        if (isDuplicateKey(err)) stale++;
-        else {
-          rethrowTransient(err);
-          rejected.push({ item: o.item, error: (err as Error).message });
-        }
+  }
+
+  /**
+   * Until, for every id, the stored seq is the newest version's: re-apply the newest. Whoever
+   * wrote last runs this after its write, so a stale write that landed late is always repaired.
+   * Then drops versions older than the stored one (the newest is kept: a late stale write may
+   * still need it).
+   */
+  async function converge(ids: readonly string[]): Promise<void> {
+    for (let round = 0; round < CONVERGE_ROUNDS; round++) {
+      const [current, newest] = await Promise.all([
+        responses.find({ _id: { $in: [...ids] } }, { projection: { seq: 1 } }).toArray(),
+        versions.find({ response_id: { $in: [...ids] } }, { projection: { response_id: 1, seq: 1 } }).toArray(),
+      ]);
+      const stored = new Map(current.map((d) => [d._id, d.seq]));
+      const maxVersion = new Map<string, { seq: number; _id: string }>();
+      for (const v of newest) {
+        const m = maxVersion.get(v.response_id);
+        if (m === undefined || m.seq < v.seq) maxVersion.set(v.response_id, { seq: v.seq, _id: v._id });
       }
+      const behind = [...maxVersion.entries()].filter(([id, m]) => (stored.get(id) ?? -1) < m.seq);
+      if (behind.length === 0) {
+        const prune = [...maxVersion.entries()].map(([id, m]) => ({ deleteMany: { filter: { response_id: id, seq: { $lt: m.seq } } } }));
+        if (prune.length > 0) await versions.bulkWrite(prune, { ordered: false }).catch((err: unknown) => log.debug({ err: (err as Error).message }, 'version prune failed; kept'));
+        return;
+      }
+      const docs = await versions.find({ _id: { $in: behind.map(([, m]) => m._id) } }).toArray();
+      for (const v of docs) await apply(v);
     }
-    return { applied, stale };
+    throw new TransientStoreError(new Error(`responses did not converge after ${CONVERGE_ROUNDS} rounds of concurrent updates`));
   }
 
   return {
@@ -173,6 +253,7 @@ export function createFeedbackWriter(options: { db: Db; logger: Logger }): Feedb
           { key: { feedback_record_id: 1, user_id: 1 }, name: 'record_user_unique', unique: true },
           { key: { feedback_dataset_id: 1, updated_at: 1 }, name: 'dataset_updated' },
         ]);
+        await versions.createIndexes([{ key: { response_id: 1, seq: 1 }, name: 'response_seq' }]);
         await options.db.collection(COLLECTIONS.deadLetters).createIndexes([{ key: { failed_at: 1 }, name: 'failed_at' }]);
       } catch (err) {
         rethrowTransient(err);
@@ -183,23 +264,30 @@ export function createFeedbackWriter(options: { db: Db; logger: Logger }): Feedb
     async write(items) {
       const rejected: { item: SequencedWrite; error: string }[] = [];
       const recordItems = items.filter((i) => i.write.kind === 'record');
-      const storedRecords = await insertRecords(recordItems, rejected);
+      const rec = await insertAll(records, recordItems.map((item) => ({ doc: recordDoc(item.write as RecordWrite), item })), rejected);
+      const storedRecords = new Set([...rec.inserted, ...rec.present]);
 
       // The newest update per response id is enough: older ones in the same batch would lose.
       const latest = new Map<string, SequencedWrite>();
+      let considered = 0;
       for (const item of items) {
         if (item.write.kind === 'record' && !storedRecords.has(item.write.record_id)) continue;
+        considered++;
         const prev = latest.get(item.write.response_id);
         if (prev === undefined || prev.seq < item.seq) latest.set(item.write.response_id, item);
       }
-      const superseded = items.filter((i) => i.write.kind === 'response' || storedRecords.has(i.write.record_id)).length - latest.size;
+      let stale = considered - latest.size;
+
+      // A record's first response has the lowest seq of its pair: a plain insert, and a duplicate
+      // means a later update is already stored.
+      const firsts = [...latest.values()].filter((i) => i.write.kind === 'record');
+      const first = await insertAll(responses, firsts.map((item) => ({ doc: firstResponseDoc(item), item })), rejected);
+      stale += first.present.size;
 
       const datasetOf = new Map<string, string>();
-      for (const i of recordItems) {
-        const w = i.write as RecordWrite;
-        datasetOf.set(w.record_id, w.record.feedback_dataset_id);
-      }
-      const unknown = [...new Set([...latest.values()].map((i) => i.write.record_id).filter((id) => !datasetOf.has(id)))];
+      for (const i of recordItems) datasetOf.set(i.write.record_id, (i.write as RecordWrite).record.feedback_dataset_id);
+      const updates = [...latest.values()].filter((i) => i.write.kind === 'response');
+      const unknown = [...new Set(updates.map((i) => i.write.record_id).filter((id) => !datasetOf.has(id)))];
       if (unknown.length > 0) {
         try {
           const found = await records.find({ _id: { $in: unknown } }, { projection: { feedback_dataset_id: 1 } }).toArray();
@@ -210,14 +298,21 @@ export function createFeedbackWriter(options: { db: Db; logger: Logger }): Feedb
         }
       }
       const deferred: SequencedWrite[] = [];
-      const ops: { item: SequencedWrite; datasetId: string }[] = [];
-      for (const item of latest.values()) {
+      const ready: { doc: ResponseVersionDoc; item: SequencedWrite }[] = [];
+      for (const item of updates) {
         const datasetId = datasetOf.get(item.write.record_id);
         if (datasetId === undefined) deferred.push(item);
-        else ops.push({ item, datasetId });
+        else ready.push({ doc: versionDoc(item, datasetId), item });
       }
-      const { applied, stale } = await upsertResponses(ops, rejected);
-      return { records: storedRecords.size, responses: applied, stale: stale + superseded, deferred, rejected };
+      // Logging the version first is what makes the update safe to race (see ResponseVersionDoc);
+      // a version the store refuses (FerretDB: nested arrays) is dead-lettered, never applied.
+      const logged = await insertAll(versions, ready, rejected);
+      const toApply = ready.filter((r) => logged.inserted.has(r.doc._id) || logged.present.has(r.doc._id));
+      let applied = 0;
+      for (const r of toApply) if (await apply(r.doc)) applied++;
+      if (toApply.length > 0) await converge([...new Set(toApply.map((r) => r.doc.response_id))]);
+      stale += toApply.length - applied;
+      return { records: storedRecords.size, responses: first.inserted.size + applied, stale, deferred, rejected };
     },
   };
 }

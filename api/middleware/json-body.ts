@@ -27,6 +27,9 @@ export function jsonBody(options: { limitBytes: number }): Middleware[] {
     onerror: (err) => {
       throw err;
     },
+    // co-body's parser throws on "__proto__" keys by default, which would answer invalid_json for
+    // valid JSON; kept as own properties, they are reported by validation with their path.
+    ...({ onProtoPoisoning: 'ignore' } as object),
   });
   const requireBody: Middleware = async (ctx, next) => {
     const raw: unknown = ctx.request.rawBody;

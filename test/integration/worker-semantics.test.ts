@@ -1,0 +1,155 @@
+import { expect } from 'chai';
+import { Job } from 'bullmq';
+import { JOB_PAYLOAD_VERSION } from '../../shared/schemas.js';
+import { WRITE_JOB_NAME } from '../../shared/queue.js';
+import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
+import { deadLetters, eventually, recordBody, records, responses, startStack, type Stack } from '../helpers/stack.js';
+
+async function stored<T>(find: () => Promise<T | null>, what: string): Promise<T> {
+  return eventually(async () => (await find()) ?? undefined, 15_000, what);
+}
+
+describe('worker semantics (ids, updates, order, idempotency, dead letters)', () => {
+  let stack: Stack;
+  beforeEach(async () => {
+    stack = await startStack(testConfig({ WORKER_CONCURRENCY: '8' }), { worker: false });
+  });
+  afterEach(async () => {
+    await stack?.close();
+  });
+
+  it('accepts a response for a record that is still queued, and stores both once the worker runs', async () => {
+    const rec = await stack.post('/feedback-record', recordBody());
+    expect(rec.status).to.equal(200);
+    const ann = await stack.post('/feedback-response', { feedback_record_id: rec.body.feedback_record_id, response: { status: 'draft', values: { helpful: 3 }, user_id: 'annotator-4' } });
+    expect(ann.status).to.equal(200);
+    expect(ann.body).to.deep.equal({ feedback_record_id: rec.body.feedback_record_id, feedback_response_id: ann.body.feedback_response_id, status: 'draft' });
+    expect(await records(stack.db).countDocuments({})).to.equal(0);
+    await stack.startWorker();
+    const doc = await stored(() => responses(stack.db).findOne({ _id: ann.body.feedback_response_id }), 'annotation');
+    expect(doc).to.include({ feedback_record_id: rec.body.feedback_record_id, feedback_dataset_id: 'ds_test', user_id: 'annotator-4', status: 'draft' });
+    expect(await records(stack.db).countDocuments({ _id: rec.body.feedback_record_id })).to.equal(1);
+  });
+
+  it('a second response by the same annotator updates in place: same id, created_at kept, updated_at moved', async () => {
+    await stack.startWorker();
+    const rec = await stack.post('/feedback-record', recordBody());
+    const id = rec.body.feedback_record_id as string;
+    const first = await stack.post('/feedback-response', { feedback_record_id: id, response: { status: 'draft', values: { helpful: 2 }, user_id: 'ann-1' } });
+    const firstDoc = await stored(() => responses(stack.db).findOne({ _id: first.body.feedback_response_id, status: 'draft' }), 'draft');
+    await new Promise((r) => setTimeout(r, 5));
+    const second = await stack.post('/feedback-response', { feedback_record_id: id, response: { status: 'submitted', values: { helpful: 5, note: 'better' }, user_id: 'ann-1' } });
+    expect(second.body.feedback_response_id).to.equal(first.body.feedback_response_id);
+    const doc = await stored(() => responses(stack.db).findOne({ _id: first.body.feedback_response_id, status: 'submitted' }), 'update');
+    expect(doc['values']).to.deep.equal({ helpful: 5, note: 'better' });
+    expect(doc['created_at']).to.deep.equal(firstDoc['created_at']);
+    expect((doc['updated_at'] as Date).getTime()).to.be.greaterThan((firstDoc['updated_at'] as Date).getTime());
+    expect(await responses(stack.db).countDocuments({ feedback_record_id: id, user_id: 'ann-1' })).to.equal(1);
+  });
+
+  it('two annotators give two responses; the default annotator is the API key name', async () => {
+    await stack.startWorker();
+    const rec = await stack.post('/feedback-record', recordBody({ response: { user_id: 'end-user-77' } }));
+    const id = rec.body.feedback_record_id as string;
+    const a = await stack.post('/feedback-response', { feedback_record_id: id, response: { status: 'submitted', values: { v: 1 } } });
+    const b = await stack.post('/feedback-response', { feedback_record_id: id, response: { status: 'discarded', values: {} } }, { Authorization: `Bearer ${OTHER_KEY.secret}` });
+    expect(a.body.feedback_response_id).to.not.equal(b.body.feedback_response_id);
+    await eventually(async () => ((await responses(stack.db).countDocuments({ feedback_record_id: id })) === 3 ? true : undefined), 15_000, 'three responses');
+    const users = (await responses(stack.db).find({ feedback_record_id: id }).toArray()).map((d) => d['user_id']).sort();
+    expect(users).to.deep.equal(['end-user-77', OTHER_KEY.name, TEST_KEY.name].sort());
+  });
+
+  it('50 rapid updates of one (record, annotator) leave the last one stored, whatever order jobs run in', async () => {
+    const rec = await stack.post('/feedback-record', recordBody());
+    const id = rec.body.feedback_record_id as string;
+    // Sent one after another, so acceptance order is known; the worker is started only afterwards
+    // with concurrency 8, so the 50 jobs are processed concurrently and out of order.
+    let responseId = '';
+    for (let i = 1; i <= 50; i++) {
+      const res = await stack.post('/feedback-response', { feedback_record_id: id, response: { status: i === 50 ? 'submitted' : 'draft', values: { n: i } } });
+      expect(res.status).to.equal(200);
+      responseId = res.body.feedback_response_id as string;
+    }
+    await stack.startWorker();
+    await eventually(async () => ((await stack.api.queue.getJobCountByTypes('waiting', 'active', 'delayed')) === 0 ? true : undefined), 20_000, 'drain');
+    const doc = await stored(() => responses(stack.db).findOne({ _id: responseId }), 'response');
+    expect(doc['values']).to.deep.equal({ n: 50 });
+    expect(doc['status']).to.equal('submitted');
+    // The record's first response has the same annotator (the key's name): one document, updated.
+    expect(await responses(stack.db).countDocuments({ feedback_record_id: id })).to.equal(1);
+  });
+
+  it('an Idempotency-Key replay returns the first answer and stores one record; another body with the key is 409', async () => {
+    await stack.startWorker();
+    const body = recordBody({ record: { external_id: 'idem-1' } });
+    const first = await stack.post('/feedback-record', body, { 'Idempotency-Key': 'click-123' });
+    const again = await stack.post('/feedback-record', body, { 'Idempotency-Key': 'click-123' });
+    expect(first.status).to.equal(200);
+    expect(again.status).to.equal(200);
+    expect(again.body).to.deep.equal(first.body);
+    const other = await stack.post('/feedback-record', recordBody({ record: { external_id: 'idem-2' } }), { 'Idempotency-Key': 'click-123' });
+    expect(other.status).to.equal(409);
+    expect(other.body.error.code).to.equal('idempotency_key_reused');
+    // The same key from another API key is a different request.
+    const otherKey = await stack.post('/feedback-record', body, { 'Idempotency-Key': 'click-123', Authorization: `Bearer ${OTHER_KEY.secret}` });
+    expect(otherKey.status).to.equal(200);
+    expect(otherKey.body.feedback_record_id).to.not.equal(first.body.feedback_record_id);
+    await stored(() => records(stack.db).findOne({ _id: otherKey.body.feedback_record_id }), 'other key record');
+    await stored(() => records(stack.db).findOne({ _id: first.body.feedback_record_id }), 'record');
+    expect(await records(stack.db).countDocuments({ external_id: 'idem-1' })).to.equal(2);
+    expect(await records(stack.db).countDocuments({ external_id: 'idem-2' })).to.equal(0);
+  });
+
+  it('a job run twice stores one document per write', async () => {
+    await stack.startWorker();
+    const rec = await stack.post('/feedback-record', recordBody({ record: { external_id: 'twice' } }));
+    await stored(() => responses(stack.db).findOne({ _id: rec.body.feedback_response_id }), 'first run');
+    const completed = await eventually(async () => (await stack.api.queue.getJobs(['completed']))[0], 10_000, 'completed job');
+    await completed.retry('completed');
+    await eventually(async () => {
+      const job = await Job.fromId(stack.api.queue, completed.id!);
+      return job !== undefined && (await job.isCompleted()) && job.attemptsStarted >= 1 && job.finishedOn !== completed.finishedOn ? true : undefined;
+    }, 15_000, 'second run');
+    expect(await records(stack.db).countDocuments({ external_id: 'twice' })).to.equal(1);
+    expect(await responses(stack.db).countDocuments({ feedback_record_id: rec.body.feedback_record_id })).to.equal(1);
+  });
+
+  it('a malformed job is dead-lettered and failed at once, not retried', async () => {
+    await stack.startWorker();
+    const job = await stack.api.queue.add(WRITE_JOB_NAME, { v: 99, writes: 'nonsense' } as never);
+    const letter = await stored(() => deadLetters(stack.db).findOne({ job_id: job.id! }), 'dead letter');
+    expect(letter['reason']).to.equal('malformed_job');
+    expect(letter['payload_json']).to.contain('nonsense');
+    const failed = await eventually(async () => {
+      const j = await Job.fromId(stack.api.queue, job.id!);
+      return j !== undefined && (await j.isFailed()) ? j : undefined;
+    }, 10_000, 'failed job');
+    expect(failed.attemptsMade).to.equal(1);
+  });
+
+  it('a write the store refuses is dead-lettered with its reason; the other writes of its job are stored', async () => {
+    await stack.startWorker();
+    const good = recordBody({ record: { external_id: 'good' } });
+    const valid = { kind: 'record', request_id: 'r1', accepted_at: Date.now(), api_key: 'tester', record_id: 'rec_manual_good_000000000000000000', response_id: 'rsp_manual_good', record: good.record, response: { status: 'submitted', values: { a: 1 }, user_id: 'u' } };
+    // FerretDB v1 cannot store an array directly inside an array; MongoDB 7 can. On MongoDB this
+    // write is stored, so the assertion below adapts to what the store does.
+    const poison = { ...valid, record_id: 'rec_manual_poison_0000000000000000', response_id: 'rsp_manual_poison', record: { ...good.record, external_id: 'poison', field_to_value: { grid: [[1, 2], [3, 4]] } } };
+    const malformed = { kind: 'record', record_id: 42 };
+    const job = await stack.api.queue.add(WRITE_JOB_NAME, { v: JOB_PAYLOAD_VERSION, writes: [valid, poison, malformed] } as never);
+    await stored(() => records(stack.db).findOne({ _id: valid.record_id }), 'good record');
+    const letters = await eventually(async () => {
+      const all = await deadLetters(stack.db).find({ job_id: job.id! }).toArray();
+      return all.length >= 1 ? all : undefined;
+    }, 10_000, 'dead letters');
+    const reasons = Object.fromEntries(letters.map((l) => [l['write_index'] as number, l['reason'] as string]));
+    expect(reasons[2]).to.equal('malformed_write');
+    const poisonStored = (await records(stack.db).countDocuments({ _id: poison.record_id })) === 1;
+    if (!poisonStored) {
+      const l = await stored(() => deadLetters(stack.db).findOne({ job_id: job.id!, write_index: 1 }), 'poison letter');
+      expect(l['reason']).to.equal('store_rejected');
+      expect(l['record_id']).to.equal(poison.record_id);
+      expect(JSON.parse(l['payload_json'] as string).record.field_to_value).to.deep.equal({ grid: [[1, 2], [3, 4]] });
+    }
+    expect(await responses(stack.db).countDocuments({ _id: 'rsp_manual_good' })).to.equal(1);
+  });
+});
