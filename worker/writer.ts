@@ -1,6 +1,6 @@
 import { MongoBulkWriteError, type Db, type Filter, type UpdateFilter } from 'mongodb';
 import { COLLECTIONS } from '../shared/mongo.js';
-import type { Collection, OptionalUnlessRequiredId } from 'mongodb';
+import type { Collection, IndexDescription, OptionalUnlessRequiredId } from 'mongodb';
 import type { Logger } from '../shared/logger.js';
 import type { RecordWrite, Write } from '../shared/schemas.js';
 import { isDuplicateKey, isTransientMongoError, TransientStoreError } from './errors.js';
@@ -244,20 +244,23 @@ export function createFeedbackWriter(options: { db: Db; logger: Logger }): Feedb
 
   return {
     async ensureIndexes() {
-      try {
-        await records.createIndexes([
-          { key: { feedback_dataset_id: 1, created_at: 1 }, name: 'dataset_created' },
-          { key: { feedback_dataset_id: 1, external_id: 1 }, name: 'dataset_external_id' },
-        ]);
-        await responses.createIndexes([
-          { key: { feedback_record_id: 1, user_id: 1 }, name: 'record_user_unique', unique: true },
-          { key: { feedback_dataset_id: 1, updated_at: 1 }, name: 'dataset_updated' },
-        ]);
-        await versions.createIndexes([{ key: { response_id: 1, seq: 1 }, name: 'response_seq' }]);
-        await options.db.collection(COLLECTIONS.deadLetters).createIndexes([{ key: { failed_at: 1 }, name: 'failed_at' }]);
-      } catch (err) {
-        rethrowTransient(err);
-        throw err;
+      // One index per call: FerretDB v1.24 panics on a repeated createIndexes that lists several
+      // existing indexes (the second worker to start would never get past this).
+      const wanted: [Collection<any>, IndexDescription][] = [
+        [records, { key: { feedback_dataset_id: 1, created_at: 1 }, name: 'dataset_created' }],
+        [records, { key: { feedback_dataset_id: 1, external_id: 1 }, name: 'dataset_external_id' }],
+        [responses, { key: { feedback_record_id: 1, user_id: 1 }, name: 'record_user_unique', unique: true }],
+        [responses, { key: { feedback_dataset_id: 1, updated_at: 1 }, name: 'dataset_updated' }],
+        [versions, { key: { response_id: 1, seq: 1 }, name: 'response_seq' }],
+        [options.db.collection(COLLECTIONS.deadLetters), { key: { failed_at: 1 }, name: 'failed_at' }],
+      ];
+      for (const [col, index] of wanted) {
+        try {
+          await col.createIndexes([index]);
+        } catch (err) {
+          rethrowTransient(err);
+          throw err;
+        }
       }
     },
 
