@@ -14,8 +14,11 @@ ensure_node() {
 ensure_node_modules() {
   ensure_node
   if [[ ! -d "$ROOT/node_modules" || "$ROOT/package-lock.json" -nt "$ROOT/node_modules/.package-lock.json" ]]; then
-    echo "installing npm dependencies (npm ci)…" >&2
-    (cd "$ROOT" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed: is the npm registry reachable?"
+    echo "installing npm dependencies…" >&2
+    # npm install, not npm ci: the lock file follows package-lock.json exactly either way, but npm ci
+    # rejects a lock that lacks optional platform packages (msgpackr-extract's macOS/Windows builds)
+    # which some registry mirrors do not serve.
+    (cd "$ROOT" && npm install --no-audit --no-fund --loglevel=error) || die "npm install failed: is the npm registry reachable?"
   fi
 }
 
