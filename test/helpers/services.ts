@@ -55,6 +55,9 @@ export interface ManagedServer {
 function managed(port: number, url: string, dir: string, launch: () => ChildProcess): ManagedServer {
   let child: ChildProcess | undefined;
   const start = async () => {
+    // Starting a running server would launch a duplicate that fails to bind and lose track of the
+    // live one, which then outlives the run.
+    if (child !== undefined && child.exitCode === null && child.signalCode === null) return;
     child = launch();
     child.stdout?.resume();
     child.stderr?.resume();
