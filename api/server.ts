@@ -1,7 +1,10 @@
-import { createServer, type Server } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { createServer, STATUS_CODES, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import type { Redis } from 'ioredis';
 import type { Config } from '../shared/config.js';
+import { ErrorCode } from '../shared/errors.js';
 import { createIdMinter } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
 import { createWriteQueue, type WriteQueue } from '../shared/queue.js';
@@ -60,6 +63,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   server.headersTimeout = config.httpHeadersTimeoutMs;
   server.requestTimeout = config.httpRequestTimeoutMs;
   server.keepAliveTimeout = config.httpKeepAliveTimeoutMs;
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket, logger));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, config.host, () => resolve());
@@ -86,4 +90,34 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
       return closing;
     },
   };
+}
+
+/** Node's parser error codes that mean "headers too large" or "too slow". */
+function clientErrorCode(err: NodeJS.ErrnoException): ErrorCode {
+  if (err.code === 'HPE_HEADER_OVERFLOW') return 'headers_too_large';
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT' || err.code === 'HPE_HEADERS_TIMEOUT') return 'request_timeout';
+  return 'bad_request';
+}
+
+/**
+ * A request Node's HTTP parser refuses (malformed, too slow, headers too large) never reaches Koa.
+ * Node would answer a bare "400 Bad Request"; this answers in the contract's error shape, with an
+ * X-Request-Id, and closes the connection (the parser cannot resynchronise on it).
+ */
+export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, logger: Logger): void {
+  // A response already started on this socket cannot be followed by another.
+  const inProgress = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (err.code === 'ECONNRESET' || !socket.writable || inProgress?.headersSent === true) {
+    socket.destroy();
+    return;
+  }
+  const code = clientErrorCode(err);
+  const { status } = ErrorCode[code];
+  const requestId = randomUUID();
+  const message = code === 'bad_request' ? 'the request is not valid HTTP/1.1' : code === 'request_timeout' ? 'the request did not arrive in time' : 'the request headers are too large';
+  const body = JSON.stringify({ error: { code, message } });
+  logger.info({ request_id: requestId, code, parser_error: err.code }, 'client error');
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }

@@ -18,6 +18,24 @@ export function keyNameProblem(key: string): string | undefined {
   return undefined;
 }
 
+/** Matches a UTF-16 surrogate that is not part of a pair (in a `u` regex, pairs are one code point). */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/** True when `s` can be stored as UTF-8 unchanged (JSON escapes like "\ud800" parse to lone surrogates). */
+export function isWellFormedText(s: string): boolean {
+  return !LONE_SURROGATE.test(s);
+}
+
+/**
+ * Why a JSON leaf cannot be stored as sent, or undefined. JSON.parse turns 1e400 into Infinity,
+ * which would be queued and stored as null; a lone surrogate would be stored as U+FFFD.
+ */
+function leafProblem(value: unknown): string | undefined {
+  if (typeof value === 'number' && !Number.isFinite(value)) return 'number must be within the range of a double';
+  if (typeof value === 'string' && !isWellFormedText(value)) return 'string must not contain unpaired surrogates (\\ud800-\\udfff)';
+  return undefined;
+}
+
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
@@ -46,7 +64,12 @@ export function jsonObject(level: number) {
         if (Array.isArray(value)) {
           for (let i = value.length - 1; i >= 0; i--) {
             const item = value[i];
-            if (typeof item === 'object' && item !== null) {
+            const leaf = leafProblem(item);
+            if (leaf !== undefined) {
+              issues++;
+              const itemPath: PathItem[] = [...path, { type: 'array', origin: 'value', input: value, key: i, value: item }];
+              addIssue({ message: leaf, path: itemPath as [PathItem, ...PathItem[]] });
+            } else if (typeof item === 'object' && item !== null) {
               stack.push({ value: item, depth: depth + 1, path: [...path, { type: 'array', origin: 'value', input: value, key: i, value: item }] });
             }
           }
@@ -56,7 +79,7 @@ export function jsonObject(level: number) {
           for (const key of keys) {
             const item = value[key];
             const itemPath: PathItem[] = [...path, { type: 'object', origin: 'value', input: value, key, value: item }];
-            const problem = keyNameProblem(key);
+            const problem = keyNameProblem(key) ?? (isWellFormedText(key) ? leafProblem(item) : 'key must not contain unpaired surrogates (\\ud800-\\udfff)');
             if (problem !== undefined) {
               issues++;
               addIssue({ message: problem, path: itemPath as [PathItem, ...PathItem[]] });
@@ -101,6 +124,7 @@ const requiredString = (max: number) =>
     v.string('must be a string'),
     v.minLength(1, 'must not be empty'),
     v.maxLength(max, `must be at most ${max} characters`),
+    v.check(isWellFormedText, 'must not contain unpaired surrogates (\\ud800-\\udfff)'),
   );
 
 export const DatasetId = requiredString(256);

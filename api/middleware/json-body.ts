@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import bodyParser from 'koa-bodyparser';
 import type { Middleware } from 'koa';
 import { AppError } from '../../shared/errors.js';
@@ -16,6 +17,26 @@ export function jsonBody(options: { limitBytes: number }): Middleware[] {
     else if (ctx.is(JSON_TYPES) === false) {
       throw new AppError('unsupported_media_type', 'Content-Type must be application/json (or application/*+json)');
     }
+    // JSON is UTF-8 (RFC 8259 §8.1): another charset would be decoded into different text.
+    const charset = ctx.request.charset.toLowerCase();
+    if (charset !== '' && charset !== 'utf-8' && charset !== 'utf8') {
+      throw new AppError('unsupported_media_type', 'the charset must be utf-8 (JSON is UTF-8)');
+    }
+    await next();
+  };
+  /**
+   * The parser decodes invalid UTF-8 into U+FFFD, which would be stored in place of what was sent.
+   * The raw bytes are kept (references to the chunks the parser reads anyway) and, only when the
+   * decoded text holds a U+FFFD, checked. Compressed bodies are checked by zlib's own decoding only.
+   */
+  const keepBytes: Middleware = async (ctx, next) => {
+    const encoding = ctx.get('Content-Encoding').trim().toLowerCase();
+    if (encoding !== '' && encoding !== 'identity') return next();
+    const chunks: Buffer[] = [];
+    // Attached in the same tick as the parser's own listener (the middleware chain below runs
+    // synchronously up to the read), so both see every chunk.
+    ctx.req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    ctx.state['rawBodyChunks'] = chunks;
     await next();
   };
   const parse = bodyParser({
@@ -36,7 +57,11 @@ export function jsonBody(options: { limitBytes: number }): Middleware[] {
     if (typeof raw !== 'string' || raw.trim() === '') {
       throw new AppError('invalid_json', 'the body is empty; send a JSON object');
     }
+    const chunks = ctx.state['rawBodyChunks'] as Buffer[] | undefined;
+    if (chunks !== undefined && raw.includes('\uFFFD') && !isUtf8(Buffer.concat(chunks))) {
+      throw new AppError('invalid_json', 'the body is not valid UTF-8');
+    }
     await next();
   };
-  return [checkType, parse, requireBody];
+  return [checkType, keepBytes, parse, requireBody];
 }

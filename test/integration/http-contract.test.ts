@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { createIdMinter } from '../../shared/ids.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
 import { eventually, recordBody, records, responses, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
@@ -256,6 +257,35 @@ function commonRules(path: string, getStack: () => Stack, valid: () => Json, acc
       const res = await send(getStack(), 'POST', path, { body: Buffer.from(JSON.stringify(valid())), headers: { ...AUTH } });
       expectAccepted(res, acceptedStatus);
     });
+
+    /** valid() with response.values.note = "a\uFFFDb", as UTF-8 bytes; `bad` swaps the EF BF BD for `bad`. */
+    function withReplacementChar(bad?: Buffer): Buffer {
+      const body = valid();
+      (body['response'] as Json)['values'] = { ...((body['response'] as Json)['values'] as Json), note: 'a\uFFFDb' };
+      const bytes = Buffer.from(JSON.stringify(body));
+      if (bad === undefined) return bytes;
+      const at = bytes.indexOf(Buffer.from('\uFFFD'));
+      return Buffer.concat([bytes.subarray(0, at), bad, bytes.subarray(at + 3)]);
+    }
+
+    for (const [name, bytes] of [['0xFF', [0xff]], ['a truncated 2-byte sequence', [0xc3]], ['an encoded surrogate', [0xed, 0xa0, 0x80]], ['an overlong /', [0xc0, 0xaf]]] as const) {
+      it(`400 invalid_json for invalid UTF-8 (${name}) in a string, not stored as U+FFFD`, async () => {
+        const res = await send(getStack(), 'POST', path, { body: withReplacementChar(Buffer.from(bytes)), headers: { ...AUTH, ...JSON_TYPE } });
+        expectError(res, 400, 'invalid_json');
+        expect(res.body.error.message).to.match(/UTF-8/);
+      });
+    }
+
+    it('accepts U+FFFD sent as valid UTF-8', async () => {
+      expectAccepted(await send(getStack(), 'POST', path, { body: withReplacementChar(), headers: { ...AUTH, ...JSON_TYPE } }), acceptedStatus);
+    });
+
+    for (const charset of ['latin1', 'utf-16', 'x-no-such-charset']) {
+      it(`415 unsupported_media_type for charset=${charset}`, async () => {
+        const res = await send(getStack(), 'POST', path, { body: JSON.stringify(valid()), headers: { ...AUTH, 'Content-Type': `application/json; charset=${charset}` } });
+        expectError(res, 415, 'unsupported_media_type');
+      });
+    }
 
     for (const type of ['application/json; charset=utf-8', 'application/vnd.foo+json', 'application/json-patch+json', 'Application/JSON']) {
       it(`accepts Content-Type ${type}`, async () => {
@@ -950,4 +980,57 @@ describe('service endpoints', () => {
     expect(count('200')).to.be.at.least(1);
     expect(count('401')).to.be.at.least(1);
   });
+});
+
+describe('requests Node\'s HTTP parser refuses', () => {
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack(testConfig(), { worker: false });
+  });
+  after(async () => {
+    await stack?.close();
+  });
+
+  /** Sends `head` + blank line + `body` on a raw socket; resolves with what the server wrote before closing. */
+  function raw(head: string, body = ''): Promise<{ status: number; headers: Map<string, string>; json: any }> {
+    const port = Number(new URL(stack.baseUrl).port);
+    return new Promise((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1');
+      let text = '';
+      socket.setEncoding('latin1');
+      socket.on('data', (d: string) => (text += d));
+      socket.on('error', reject);
+      socket.on('close', () => {
+        const [top = '', rest = ''] = text.split('\r\n\r\n', 2);
+        const [statusLine = '', ...lines] = top.split('\r\n');
+        const headers = new Map(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()] as const));
+        let json: unknown;
+        try {
+          json = JSON.parse(rest);
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: Number(statusLine.split(' ')[1]), headers, json });
+      });
+      socket.end(`${head}\r\n\r\n${body}`);
+    });
+  }
+
+  const body = '{"record":{"feedback_dataset_id":"d","field_to_value":{"a":1}},"response":{"values":{"a":1}}}';
+  const cases: readonly [string, string, number, string][] = [
+    ['two different Content-Length headers', `Content-Length: ${body.length}\r\nContent-Length: ${body.length + 1}`, 400, 'bad_request'],
+    ['Transfer-Encoding with Content-Length', `Transfer-Encoding: chunked\r\nContent-Length: ${body.length}`, 400, 'bad_request'],
+    ['a control byte in a header value', `X-Odd: a\u0001b\r\nContent-Length: ${body.length}`, 400, 'bad_request'],
+    ['headers over 16 KiB', `X-Pad: ${'p'.repeat(20_000)}\r\nContent-Length: ${body.length}`, 431, 'headers_too_large'],
+  ];
+  for (const [name, headers, status, code] of cases) {
+    it(`${status} ${code} in the error shape, with an X-Request-Id, for ${name}`, async () => {
+      const res = await raw(`POST /feedback-record HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer ${TEST_KEY.secret}\r\nContent-Type: application/json\r\n${headers}`, body);
+      expect(res.status).to.equal(status);
+      expect(res.json).to.deep.equal({ error: { code, message: res.json?.error?.message } });
+      expect(res.json.error.message).to.be.a('string').with.length.greaterThan(0);
+      expect(res.headers.get('x-request-id') ?? '').to.not.equal('');
+      expect(res.headers.get('content-type') ?? '').to.match(/^application\/json/);
+    });
+  }
 });

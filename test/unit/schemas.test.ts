@@ -96,6 +96,29 @@ describe('wire schemas (shared/schemas.ts)', () => {
       const paths = toDetails(result.issues ?? []).map((d) => d.path);
       expect(paths).to.include.members(['record.feedback_dataset_id', 'record.field_to_value["$bad"]', 'response.status']);
     });
+
+    /** Paths of the problems FeedbackRecordBody finds in `body`, or [] when it passes. */
+    function problems(body: unknown): string[] {
+      const result = v.safeParse(FeedbackRecordBody, body, { abortEarly: false });
+      return result.success ? [] : toDetails(result.issues).map((d) => `${d.path}: ${d.message}`);
+    }
+    const ok = (over: Record<string, unknown> = {}) => ({ record: { feedback_dataset_id: 'ds', field_to_value: { q: 'x', ...over } }, response: { values: { a: 1 } } });
+
+    it('refuses numbers JSON.parse turned into Infinity (1e400), at any depth and in lists', () => {
+      expect(problems(JSON.parse('{"record":{"feedback_dataset_id":"ds","field_to_value":{"a":1e400,"b":[1,-1e400],"c":{"d":1e308}}},"response":{"values":{"s":1}}}'))).to.deep.equal([
+        'record.field_to_value.a: number must be within the range of a double',
+        'record.field_to_value.b[1]: number must be within the range of a double',
+      ]);
+      expect(problems(ok({ big: 1.7976931348623157e308 }))).to.deep.equal([]);
+    });
+
+    it('refuses unpaired surrogates in values, keys, list items and id fields; accepts pairs', () => {
+      const body = JSON.parse('{"record":{"feedback_dataset_id":"d\\ud800","field_to_value":{"v":"x\\udc00","k\\udbff":1,"l":["\\ude00y"]}},"response":{"values":{"s":1}}}');
+      const found = problems(body);
+      expect(found).to.have.length(4);
+      expect(found.map((p) => p.split(':')[0])).to.have.members(['record.feedback_dataset_id', 'record.field_to_value.v', 'record.field_to_value["k\\udbff"]', 'record.field_to_value.l[0]']);
+      expect(problems(ok({ emoji: 'a\u{1F642}b', 'pair\u{1F642}': '\ud83d\ude42' }))).to.deep.equal([]);
+    });
   });
 
   describe('the queue contract', () => {
