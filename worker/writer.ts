@@ -79,8 +79,33 @@ const CONVERGE_ROUNDS = 8;
 
 export interface FeedbackWriter {
   ensureIndexes(): Promise<void>;
-  /** Stores a batch; throws {@link TransientStoreError} when MongoDB cannot be reached. */
+  /**
+   * Stores a job's writes; throws {@link TransientStoreError} when MongoDB cannot be reached.
+   * Calls that arrive while a store round trip is in flight are merged into the next one (one
+   * insertMany per collection for all of them), so concurrent jobs share their round trips.
+   */
   write(items: readonly SequencedWrite[]): Promise<WriteOutcome>;
+}
+
+/** What happened to each write of a merged batch, so that each job gets its own outcome. */
+interface ItemOutcomes {
+  readonly records: Set<SequencedWrite>;
+  readonly responses: Set<SequencedWrite>;
+  readonly stale: Set<SequencedWrite>;
+  readonly deferred: SequencedWrite[];
+  readonly rejected: { item: SequencedWrite; error: string }[];
+}
+
+function outcomeOf(all: ItemOutcomes, mine: readonly SequencedWrite[]): WriteOutcome {
+  const own = new Set(mine);
+  const count = (set: Set<SequencedWrite>) => mine.reduce((n, i) => (set.has(i) ? n + 1 : n), 0);
+  return {
+    records: count(all.records),
+    responses: count(all.responses),
+    stale: count(all.stale),
+    deferred: all.deferred.filter((i) => own.has(i)),
+    rejected: all.rejected.filter((r) => own.has(r.item)),
+  };
 }
 
 function rethrowTransient(err: unknown): void {
@@ -158,7 +183,15 @@ function applyOp(v: ResponseVersionDoc): { filter: Filter<ResponseDoc>; update: 
  * stops a batch at the first error and its error indexes cannot be trusted; every operation is
  * idempotent, so repeating the ones that did apply changes nothing.
  */
-export function createFeedbackWriter(options: { db: Db; logger: Logger }): FeedbackWriter {
+export function createFeedbackWriter(options: { db: Db; logger: Logger; maxBatchWrites?: number }): FeedbackWriter {
+  const maxBatchWrites = options.maxBatchWrites ?? 2_000;
+  interface Waiting {
+    readonly items: readonly SequencedWrite[];
+    resolve(outcome: WriteOutcome): void;
+    reject(err: unknown): void;
+  }
+  const pending: Waiting[] = [];
+  let flushing = false;
   const records = options.db.collection<RecordDoc>(COLLECTIONS.records);
   const responses = options.db.collection<ResponseDoc>(COLLECTIONS.responses);
   const versions = options.db.collection<ResponseVersionDoc>(COLLECTIONS.responseVersions);
@@ -221,7 +254,7 @@ export function createFeedbackWriter(options: { db: Db; logger: Logger }): Feedb
   async function converge(ids: readonly string[]): Promise<void> {
     for (let round = 0; round < CONVERGE_ROUNDS; round++) {
       const [current, newest] = await Promise.all([
-        responses.find({ _id: { $in: [...ids] } }, { projection: { seq: 1 } }).toArray(),
+        Promise.all(ids.map((id) => responses.findOne({ _id: id }, { projection: { seq: 1 } }))).then((docs) => docs.filter((d) => d !== null)),
         versions.find({ response_id: { $in: [...ids] } }, { projection: { response_id: 1, seq: 1 } }).toArray(),
       ]);
       const stored = new Map(current.map((d) => [d._id, d.seq]));
@@ -264,58 +297,101 @@ export function createFeedbackWriter(options: { db: Db; logger: Logger }): Feedb
       }
     },
 
-    async write(items) {
-      const rejected: { item: SequencedWrite; error: string }[] = [];
-      const recordItems = items.filter((i) => i.write.kind === 'record');
-      const rec = await insertAll(records, recordItems.map((item) => ({ doc: recordDoc(item.write as RecordWrite), item })), rejected);
-      const storedRecords = new Set([...rec.inserted, ...rec.present]);
-
-      // The newest update per response id is enough: older ones in the same batch would lose.
-      const latest = new Map<string, SequencedWrite>();
-      let considered = 0;
-      for (const item of items) {
-        if (item.write.kind === 'record' && !storedRecords.has(item.write.record_id)) continue;
-        considered++;
-        const prev = latest.get(item.write.response_id);
-        if (prev === undefined || prev.seq < item.seq) latest.set(item.write.response_id, item);
-      }
-      let stale = considered - latest.size;
-
-      // A record's first response has the lowest seq of its pair: a plain insert, and a duplicate
-      // means a later update is already stored.
-      const firsts = [...latest.values()].filter((i) => i.write.kind === 'record');
-      const first = await insertAll(responses, firsts.map((item) => ({ doc: firstResponseDoc(item), item })), rejected);
-      stale += first.present.size;
-
-      const datasetOf = new Map<string, string>();
-      for (const i of recordItems) datasetOf.set(i.write.record_id, (i.write as RecordWrite).record.feedback_dataset_id);
-      const updates = [...latest.values()].filter((i) => i.write.kind === 'response');
-      const unknown = [...new Set(updates.map((i) => i.write.record_id).filter((id) => !datasetOf.has(id)))];
-      if (unknown.length > 0) {
-        try {
-          const found = await records.find({ _id: { $in: unknown } }, { projection: { feedback_dataset_id: 1 } }).toArray();
-          for (const r of found) datasetOf.set(r._id, r.feedback_dataset_id);
-        } catch (err) {
-          rethrowTransient(err);
-          throw err;
+    write(items) {
+      return new Promise<WriteOutcome>((resolve, reject) => {
+        pending.push({ items, resolve, reject });
+        if (!flushing) {
+          flushing = true;
+          // Let the jobs that start in the same turn of the event loop join this batch.
+          setImmediate(flush);
         }
-      }
-      const deferred: SequencedWrite[] = [];
-      const ready: { doc: ResponseVersionDoc; item: SequencedWrite }[] = [];
-      for (const item of updates) {
-        const datasetId = datasetOf.get(item.write.record_id);
-        if (datasetId === undefined) deferred.push(item);
-        else ready.push({ doc: versionDoc(item, datasetId), item });
-      }
-      // Logging the version first is what makes the update safe to race (see ResponseVersionDoc);
-      // a version the store refuses (FerretDB: nested arrays) is dead-lettered, never applied.
-      const logged = await insertAll(versions, ready, rejected);
-      const toApply = ready.filter((r) => logged.inserted.has(r.doc._id) || logged.present.has(r.doc._id));
-      let applied = 0;
-      for (const r of toApply) if (await apply(r.doc)) applied++;
-      if (toApply.length > 0) await converge([...new Set(toApply.map((r) => r.doc.response_id))]);
-      stale += toApply.length - applied;
-      return { records: storedRecords.size, responses: first.inserted.size + applied, stale, deferred, rejected };
+      });
     },
   };
+
+  /** Takes waiting calls (whole calls, at least one, up to maxBatchWrites) and stores them at once. */
+  function flush(): void {
+    const batch: Waiting[] = [];
+    let size = 0;
+    while (pending.length > 0 && (batch.length === 0 || size + pending[0]!.items.length <= maxBatchWrites)) {
+      const next = pending.shift()!;
+      batch.push(next);
+      size += next.items.length;
+    }
+    store(batch.flatMap((b) => b.items)).then(
+      (all) => {
+        for (const b of batch) b.resolve(outcomeOf(all, b.items));
+      },
+      (err: unknown) => {
+        for (const b of batch) b.reject(err);
+      },
+    ).finally(() => {
+      if (pending.length > 0) setImmediate(flush);
+      else flushing = false;
+    });
+  }
+
+  /** Stores the writes of one or more jobs; `seq` orders them across jobs. */
+  async function store(items: readonly SequencedWrite[]): Promise<ItemOutcomes> {
+    const rejected: { item: SequencedWrite; error: string }[] = [];
+    const recordItems = items.filter((i) => i.write.kind === 'record');
+    const rec = await insertAll(records, recordItems.map((item) => ({ doc: recordDoc(item.write as RecordWrite), item })), rejected);
+    const storedRecordIds = new Set([...rec.inserted, ...rec.present]);
+    const storedRecords = new Set(recordItems.filter((i) => storedRecordIds.has(i.write.record_id)));
+    const stale = new Set<SequencedWrite>();
+    const storedResponses = new Set<SequencedWrite>();
+
+    // The newest update per response id is enough: older ones in the same batch would lose.
+    const latest = new Map<string, SequencedWrite>();
+    for (const item of items) {
+      if (item.write.kind === 'record' && !storedRecords.has(item)) continue;
+      const prev = latest.get(item.write.response_id);
+      if (prev === undefined || prev.seq < item.seq) {
+        if (prev !== undefined) stale.add(prev);
+        latest.set(item.write.response_id, item);
+      } else stale.add(item);
+    }
+
+    // A record's first response has the lowest seq of its pair: a plain insert, and a duplicate
+    // means a later update is already stored.
+    const firsts = [...latest.values()].filter((i) => i.write.kind === 'record');
+    const first = await insertAll(responses, firsts.map((item) => ({ doc: firstResponseDoc(item), item })), rejected);
+    for (const item of firsts) {
+      if (first.inserted.has(item.write.response_id)) storedResponses.add(item);
+      else if (first.present.has(item.write.response_id)) stale.add(item);
+    }
+
+    const datasetOf = new Map<string, string>();
+    for (const i of recordItems) datasetOf.set(i.write.record_id, (i.write as RecordWrite).record.feedback_dataset_id);
+    const updates = [...latest.values()].filter((i) => i.write.kind === 'response');
+    const unknown = [...new Set(updates.map((i) => i.write.record_id).filter((id) => !datasetOf.has(id)))];
+    // One lookup by _id per record: the only filter FerretDB v1 evaluates in SQL rather than by
+    // decoding every document ($in is a full scan there); on MongoDB each is an index hit.
+    const found = await Promise.all(
+      unknown.map((id) =>
+        records.findOne({ _id: id }, { projection: { feedback_dataset_id: 1 } }).catch((err: unknown) => {
+          rethrowTransient(err);
+          throw err;
+        }),
+      ),
+    );
+    for (const r of found) if (r !== null) datasetOf.set(r._id, r.feedback_dataset_id);
+    const deferred: SequencedWrite[] = [];
+    const ready: { doc: ResponseVersionDoc; item: SequencedWrite }[] = [];
+    for (const item of updates) {
+      const datasetId = datasetOf.get(item.write.record_id);
+      if (datasetId === undefined) deferred.push(item);
+      else ready.push({ doc: versionDoc(item, datasetId), item });
+    }
+    // Logging the version first is what makes the update safe to race (see ResponseVersionDoc);
+    // a version the store refuses (FerretDB: nested arrays) is dead-lettered, never applied.
+    const logged = await insertAll(versions, ready, rejected);
+    const toApply = ready.filter((r) => logged.inserted.has(r.doc._id) || logged.present.has(r.doc._id));
+    for (const r of toApply) {
+      if (await apply(r.doc)) storedResponses.add(r.item);
+      else stale.add(r.item);
+    }
+    if (toApply.length > 0) await converge([...new Set(toApply.map((r) => r.doc.response_id))]);
+    return { records: storedRecords, responses: storedResponses, stale, deferred, rejected };
+  }
 }
