@@ -31,6 +31,9 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   if (config.idSigningSecretIsDefault) logger.warn('ID_SIGNING_SECRETS is not set: using the development secret (set it in production)');
   const redis = createRedis(config, 'producer', logger);
   const queue = createWriteQueue(config, redis);
+  // Without a listener BullMQ prints its connection errors to stderr with console.error (outside
+  // the logger). The connection's own errors are already logged by createRedis.
+  queue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
   const metrics = createApiMetrics({ defaultMetrics: true });
   const backlog = createBacklogMonitor({ queue, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger, onSample: (jobs) => metrics.backlogJobs.set(jobs) });
   const enqueuer = createBatchingEnqueuer({

@@ -43,7 +43,8 @@ export async function checkEvictionPolicy(redis: Redis, logger: Logger): Promise
   try {
     const info = await redis.info('memory');
     const policy = /maxmemory_policy:(\S+)/.exec(info)?.[1];
-    if (policy !== undefined && policy !== 'noeviction') {
+    if (policy === 'noeviction') logger.info({ maxmemory_policy: policy }, 'Redis maxmemory-policy is noeviction');
+    else if (policy !== undefined) {
       logger.warn({ maxmemory_policy: policy }, `Redis maxmemory-policy is "${policy}", not "noeviction": Redis may evict queued jobs under memory pressure, losing acknowledged writes. Set maxmemory-policy noeviction.`);
     }
     return policy;
