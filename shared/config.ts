@@ -97,11 +97,12 @@ const EnvSchema = v.object({
   HTTP_REQUEST_TIMEOUT_MS: int('HTTP_REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
   HTTP_HEADERS_TIMEOUT_MS: int('HTTP_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
   HTTP_KEEP_ALIVE_TIMEOUT_MS: int('HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000, 100, 600_000),
-  WORKER_CONCURRENCY: int('WORKER_CONCURRENCY', 4, 1, 1000),
+  WORKER_CONCURRENCY: int('WORKER_CONCURRENCY', 16, 1, 1000),
   JOB_ATTEMPTS: int('JOB_ATTEMPTS', 8, 1, 1000),
   JOB_BACKOFF_MS: int('JOB_BACKOFF_MS', 1000, 1, 3_600_000),
   JOB_LOCK_MS: int('JOB_LOCK_MS', 30_000, 1000, 3_600_000),
   JOB_MAX_STALLED: int('JOB_MAX_STALLED', 10, 0, 1000),
+  JOB_STALLED_INTERVAL_MS: int('JOB_STALLED_INTERVAL_MS', 30_000, 1000, 3_600_000),
   KEEP_COMPLETED_JOBS: int('KEEP_COMPLETED_JOBS', 1000, 0, 10_000_000),
   KEEP_FAILED_JOBS: int('KEEP_FAILED_JOBS', 10_000, 0, 10_000_000),
   STORE_RETRY_MAX_DELAY_MS: int('STORE_RETRY_MAX_DELAY_MS', 10_000, 10, 3_600_000),
@@ -158,6 +159,8 @@ export interface Config {
   readonly jobBackoffMs: number;
   readonly jobLockMs: number;
   readonly jobMaxStalled: number;
+  /** How often the worker looks for jobs whose worker died (BullMQ stalledInterval). */
+  readonly jobStalledIntervalMs: number;
   readonly keepCompletedJobs: number;
   readonly keepFailedJobs: number;
   /** Cap of the backoff while MongoDB is unreachable, ms; these retries do not use attempts. Default 10000. */
@@ -229,6 +232,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     jobBackoffMs: e.JOB_BACKOFF_MS,
     jobLockMs: e.JOB_LOCK_MS,
     jobMaxStalled: e.JOB_MAX_STALLED,
+    jobStalledIntervalMs: e.JOB_STALLED_INTERVAL_MS,
     keepCompletedJobs: e.KEEP_COMPLETED_JOBS,
     keepFailedJobs: e.KEEP_FAILED_JOBS,
     storeRetryMaxDelayMs: e.STORE_RETRY_MAX_DELAY_MS,

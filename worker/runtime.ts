@@ -50,6 +50,7 @@ export async function startWorker(config: Config, logger: Logger): Promise<Worke
     concurrency: config.workerConcurrency,
     lockDuration: config.jobLockMs,
     maxStalledCount: config.jobMaxStalled,
+    stalledInterval: config.jobStalledIntervalMs,
   });
   worker.on('failed', (job, err) => {
     logger.warn({ job_id: job?.id, attempts_made: job?.attemptsMade, err: err.message }, 'job attempt failed');
