@@ -60,7 +60,10 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   // Redis may be down at start: the API still starts (answering 503) and recovers by itself.
   redis.once('ready', () => void checkEvictionPolicy(redis, logger));
 
-  const server = createServer(app.callback());
+  // Node enforces the two timeouts below only when it sweeps its connections, every
+  // connectionsCheckingInterval (30 s by default): a slowloris would get up to 30 s more.
+  const sweepMs = Math.max(250, Math.min(5_000, Math.floor(Math.min(config.httpHeadersTimeoutMs, config.httpRequestTimeoutMs) / 2)));
+  const server = createServer({ connectionsCheckingInterval: sweepMs }, app.callback());
   // Slow clients (slowloris) are cut off: headers must arrive within the headers timeout, the
   // whole request within the request timeout.
   server.headersTimeout = config.httpHeadersTimeoutMs;
