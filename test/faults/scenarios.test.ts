@@ -141,14 +141,15 @@ describe('fault scenarios (real processes, durable Redis, FerretDB; ledger)', fu
     assertNoUnhandled([api2, worker]);
   });
 
-  it('FerretDB stopped 12 s under load: the API keeps accepting, the worker waits without using attempts, the backlog drains', async function () {
-    // The issue asks for 30 s; 12 s keeps CI bounded and is many times the store retry delay (1 s)
-    // and the MongoDB timeout (1.5 s), so the worker goes through many delayed retries.
-    const OUTAGE_MS = 12_000;
+  it('FerretDB stopped 30 s under load: the API keeps accepting, the worker waits without using attempts, the backlog drains', async function () {
+    // 30 s is many times the store retry delay (1 s) and the MongoDB timeout (1.5 s): the worker
+    // goes through many delayed retries, each of which would burn an attempt if it counted.
+    const OUTAGE_MS = 30_000;
     const c = (cluster = await new Cluster({ label: 'ferretdb-down' }).start());
     const [api, worker] = await Promise.all([c.startApi(), c.startWorker()]);
     const l = (ledger = new Ledger('fdb'));
-    const run = l.load({ targets: () => [api.url], total: 600, concurrency: 24, responseShare: 0.6, ratePerSecond: 30 });
+    // 1,200 requests at 30/s: the load runs before, through and after the outage.
+    const run = l.load({ targets: () => [api.url], total: 1200, concurrency: 24, responseShare: 0.6, ratePerSecond: 30 });
 
     await until(() => (worker.lines.filter(msg('job stored')).length >= 5 ? true : undefined), 60_000, 'the worker to store some jobs');
     await c.mongo.stop();
@@ -166,7 +167,7 @@ describe('fault scenarios (real processes, durable Redis, FerretDB; ledger)', fu
     const duringOutage = l.entries.filter((e) => e.startedAt >= downAt && e.startedAt < upAt);
     recordScenario(this.test!.fullTitle(), ledgerFigures(`FerretDB stopped ${OUTAGE_MS / 1000} s`, r, { accepted_during_outage: duringOutage.filter((e) => e.outcome === 'acked').length, store_retries_during_outage: delayedDuringOutage }, fiveXx(l)));
     assertBalanced(r);
-    assert.ok(l.acked - ackedBefore > 0 && duringOutage.length > 150, 'the load did not run through the outage');
+    assert.ok(l.acked - ackedBefore > 0 && duringOutage.length > 600, 'the load did not run through the outage');
     assert.deepEqual(duringOutage.filter((e) => e.outcome !== 'acked').map((e) => `${e.tag}: ${e.outcome} ${e.status ?? ''} ${e.code ?? ''}`), [], 'the API refused writes while only MongoDB was down');
     assert.ok(delayedDuringOutage > 0, 'the worker never noticed the outage');
     assert.equal(await c.failedJobs(), 0, 'jobs failed during the MongoDB outage');
