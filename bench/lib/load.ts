@@ -1,0 +1,154 @@
+import autocannon from 'autocannon';
+
+/** Size of the record body the issue's measurements used. */
+export const RECORD_BODY_BYTES = 496;
+
+const FILLER =
+  'Open Settings, then Security, choose Reset password and follow the link we email you; the link works for one hour. ' +
+  'If no mail arrives, check the spam folder or ask an administrator to reset it for you. ';
+
+/**
+ * A `/feedback-record` body of exactly {@link RECORD_BODY_BYTES} bytes (the answer text is padded),
+ * shaped like the SPEC's example: record with fields, external id and metadata, plus its first response.
+ */
+export function recordBody(datasetId: string, variant: number): string {
+  const make = (answer: string) =>
+    JSON.stringify({
+      record: {
+        feedback_dataset_id: datasetId,
+        field_to_value: { prompt: `How do I reset my password? (case ${variant})`, answer },
+        external_id: `conv-${8800 + variant}:turn-${(variant % 7) + 1}`,
+        metadata: { model: 'gpt-x', locale: 'en' },
+      },
+      response: { values: { helpful: variant % 2, ranking: ['answer', 'prompt'] }, status: 'submitted', user_id: `end-user-${variant}` },
+    });
+  const base = Buffer.byteLength(make(''));
+  const room = Math.max(10, RECORD_BODY_BYTES - base);
+  return make(FILLER.repeat(Math.ceil(room / FILLER.length) + 1).slice(0, room));
+}
+
+/** A `/feedback-response` body: an annotator's update of an existing record. */
+export function responseBody(recordId: string, annotator: number, n: number): string {
+  return JSON.stringify({
+    feedback_record_id: recordId,
+    response: { status: n % 3 === 0 ? 'draft' : 'submitted', values: { helpful: n % 5, comment: 'clear and correct' }, user_id: `annotator-${annotator}` },
+  });
+}
+
+export interface MixOptions {
+  readonly datasetId: string;
+  readonly apiKey: string;
+  /** Record ids that exist (stored or queued) for the `/feedback-response` share. */
+  readonly responseTargets: readonly string[];
+  /** Share of `/feedback-response` requests, 0 to 1, in steps of 0.1. */
+  readonly responseShare: number;
+}
+
+export interface Mix {
+  readonly requests: autocannon.Request[];
+  /** Mean body size of the mix, bytes (what one accepted write carries on the wire). */
+  readonly meanBodyBytes: number;
+  readonly recordBodyBytes: number;
+  readonly responseBodyBytes: number;
+  /** Fraction of requests that are `/feedback-record`. */
+  readonly recordShare: number;
+}
+
+/**
+ * A cycle of 10 requests each connection loops over: mostly `/feedback-record` (static bodies,
+ * encoded once), the rest `/feedback-response` whose body is rebuilt per request so that the
+ * updates spread over many (record, annotator) pairs.
+ */
+export function buildMix(options: MixOptions): Mix {
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${options.apiKey}` };
+  const responses = options.responseTargets.length === 0 ? 0 : Math.round(options.responseShare * 10);
+  const records = 10 - responses;
+  const requests: autocannon.Request[] = [];
+  const recordBodies = Array.from({ length: records }, (_, i) => recordBody(options.datasetId, i));
+  for (const body of recordBodies) requests.push({ method: 'POST', path: '/feedback-record', headers, body });
+  let counter = 0;
+  const targets = options.responseTargets;
+  let sampleResponse = '';
+  for (let i = 0; i < responses; i++) {
+    const next = () => {
+      const n = counter++;
+      return responseBody(targets[n % targets.length]!, Math.floor(n / targets.length) % 8, n);
+    };
+    sampleResponse = responseBody(targets[0] ?? '', 0, 1);
+    requests.push({ method: 'POST', path: '/feedback-response', headers, setupRequest: (req) => ({ ...req, body: next() }) });
+  }
+  const recordBytes = Buffer.byteLength(recordBodies[0] ?? '');
+  const responseBytes = Buffer.byteLength(sampleResponse);
+  return {
+    requests,
+    meanBodyBytes: (records * recordBytes + responses * responseBytes) / 10,
+    recordBodyBytes: recordBytes,
+    responseBodyBytes: responseBytes,
+    recordShare: records / 10,
+  };
+}
+
+export interface LoadResult {
+  readonly durationS: number;
+  /** 2xx answers. */
+  readonly ok: number;
+  readonly non2xx: number;
+  readonly statusCodes: Record<string, number>;
+  readonly errors: number;
+  readonly timeouts: number;
+  /** 2xx per second. */
+  readonly rps: number;
+  readonly latencyMs: { readonly p50: number; readonly p90: number; readonly p99: number; readonly max: number; readonly mean: number };
+}
+
+export interface LoadRun {
+  readonly done: Promise<LoadResult>;
+  /** 2xx answers so far. */
+  ok(): number;
+  stop(): void;
+}
+
+/**
+ * One autocannon run on loopback: `durationS` seconds, or `amount` requests (then bounded by
+ * `maxS`, after which it is stopped and reports what it got).
+ */
+export function runLoad(spec: { url: string; connections: number; requests: autocannon.Request[]; durationS?: number; amount?: number; maxS: number; timeoutS?: number }): LoadRun {
+  let ok = 0;
+  let cap: NodeJS.Timeout | undefined;
+  let instance: autocannon.Instance | undefined;
+  const done = new Promise<LoadResult>((resolve, reject) => {
+    instance = autocannon(
+      {
+        url: spec.url,
+        connections: spec.connections,
+        requests: spec.requests,
+        timeout: spec.timeoutS ?? 10,
+        ...(spec.amount === undefined ? { duration: spec.durationS ?? 10 } : { amount: spec.amount }),
+      },
+      (err, r) => {
+        clearTimeout(cap);
+        if (err) {
+          reject(err);
+          return;
+        }
+        const statusCodes: Record<string, number> = {};
+        for (const [code, s] of Object.entries(r.statusCodeStats)) statusCodes[code] = s.count;
+        resolve({
+          durationS: r.duration,
+          ok: r['2xx'],
+          non2xx: r.non2xx,
+          statusCodes,
+          errors: r.errors,
+          timeouts: r.timeouts,
+          rps: r.duration > 0 ? r['2xx'] / r.duration : 0,
+          latencyMs: { p50: r.latency.p50, p90: r.latency.p90, p99: r.latency.p99, max: r.latency.max, mean: r.latency.average },
+        });
+      },
+    );
+    instance.on('response', (_client: unknown, status: number) => {
+      if (status >= 200 && status < 300) ok++;
+    });
+    cap = setTimeout(() => instance?.stop(), spec.maxS * 1000);
+  });
+  return { done, ok: () => ok, stop: () => instance?.stop() };
+}

@@ -1,0 +1,79 @@
+import { randomBytes } from 'node:crypto';
+import type { Db } from 'mongodb';
+import { COLLECTIONS } from '../../shared/mongo.js';
+import type { RecordWrite } from '../../shared/schemas.js';
+import type { RecordDoc, ResponseDoc } from '../../worker/writer.js';
+
+export interface RawRate {
+  /** Writes (a record with its first response, or a response) stored per second. */
+  readonly rate: number;
+  readonly writes: number;
+  readonly seconds: number;
+  readonly batch: number;
+  readonly concurrency: number;
+}
+
+/**
+ * The store's own speed for the documents the worker writes: `concurrency` loops, each storing
+ * batches of `batch` writes as one insertMany of record documents and one insertMany of response
+ * documents (the same shapes as worker/writer.ts; `recordShare` of the writes carry a record),
+ * into collections that have the project's indexes. No queue, no validation, no upserts: what a
+ * bare client gets out of this MongoDB-wire server, measured in the same round as the worker.
+ */
+export async function rawInsertManyRate(db: Db, sample: RecordWrite, options: { batch: number; concurrency: number; seconds: number; recordShare: number }): Promise<RawRate> {
+  const records = db.collection<RecordDoc>(COLLECTIONS.records);
+  const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
+  const batch = Math.max(1, Math.round(options.batch));
+  const recordsPerBatch = Math.max(1, Math.round(batch * options.recordShare));
+  const prefix = randomBytes(6).toString('base64url');
+  let n = 0;
+  const id = (kind: string) => `${kind}_${prefix}${(n++).toString(36).padStart(24, '0')}`;
+  const deadline = Date.now() + options.seconds * 1000;
+  let writes = 0;
+  const started = process.hrtime.bigint();
+
+  async function loop(): Promise<void> {
+    while (Date.now() < deadline) {
+      const at = new Date();
+      const recordDocs: RecordDoc[] = [];
+      const responseDocs: ResponseDoc[] = [];
+      for (let i = 0; i < batch; i++) {
+        const recordId = id('rec');
+        if (i < recordsPerBatch) {
+          recordDocs.push({
+            _id: recordId,
+            feedback_dataset_id: sample.record.feedback_dataset_id,
+            field_to_value: sample.record.field_to_value,
+            ...(sample.record.external_id === undefined ? {} : { external_id: sample.record.external_id }),
+            ...(sample.record.metadata === undefined ? {} : { metadata: sample.record.metadata }),
+            status: 'submitted',
+            api_key: sample.api_key,
+            request_id: sample.request_id,
+            created_at: at,
+            updated_at: at,
+          });
+        }
+        responseDocs.push({
+          _id: id('rsp'),
+          feedback_record_id: recordId,
+          feedback_dataset_id: sample.record.feedback_dataset_id,
+          user_id: sample.response.user_id,
+          status: sample.response.status,
+          values: sample.response.values,
+          seq: n,
+          api_key: sample.api_key,
+          request_id: sample.request_id,
+          created_at: at,
+          updated_at: at,
+        });
+      }
+      await records.insertMany(recordDocs, { ordered: false });
+      await responses.insertMany(responseDocs, { ordered: false });
+      writes += batch;
+    }
+  }
+
+  await Promise.all(Array.from({ length: Math.max(1, options.concurrency) }, loop));
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  return { rate: writes / seconds, writes, seconds, batch, concurrency: options.concurrency };
+}

@@ -1,0 +1,264 @@
+import {
+  DESIGNS,
+  DESIGN_LABELS,
+  DESIGN_SHORT,
+  type BenchResult,
+  type BurstResult,
+  type CpuPerRequest,
+  type Design,
+  type DesignMedians,
+  type RatioSummary,
+  type Round,
+  type Target,
+} from './types.js';
+
+export function median(values: readonly (number | undefined)[]): number | undefined {
+  const v = values.filter((x): x is number => x !== undefined && Number.isFinite(x)).sort((a, b) => a - b);
+  if (v.length === 0) return undefined;
+  const mid = Math.floor(v.length / 2);
+  return v.length % 2 === 1 ? v[mid] : (v[mid - 1]! + v[mid]!) / 2;
+}
+
+const finite = (values: readonly (number | undefined)[]) => values.filter((x): x is number => x !== undefined && Number.isFinite(x));
+
+export function fmt(n: number | undefined, digits = 0): string {
+  if (n === undefined || !Number.isFinite(n)) return '–';
+  return n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+
+const fmtRatio = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? '–' : `${n.toFixed(2)}×`);
+const mb = (kb: number) => fmt(kb / 1024, 0);
+
+function div(a: number | undefined, b: number | undefined): number | undefined {
+  if (a === undefined || b === undefined || !Number.isFinite(a) || !Number.isFinite(b) || b === 0) return undefined;
+  return a / b;
+}
+
+/** The per-round ratios the issue's targets are about, plus a few for context. */
+export function roundRatios(r: Round): Record<string, number | undefined> {
+  const run = r.runs;
+  return {
+    accept_vs_ceiling: div(run.project?.rps, run.ceiling?.rps),
+    accept_vs_textbook: div(run.project?.rps, run.textbook?.rps),
+    p99_vs_textbook: div(run.project?.latencyMs.p99, run.textbook?.latencyMs.p99),
+    store_vs_accept: div(r.drain?.rate, run.project?.rps),
+    store_vs_raw: div(r.drain?.rate, r.raw?.rate),
+    redis_vs_payload: div(r.projectRedis?.bytesPerWrite, r.projectRedis?.payloadBytes),
+    live_accept_vs_ceiling: div(run.project_live?.rps, run.ceiling?.rps),
+    live_store_vs_accept: div(r.live?.storeRateDuringLoad, run.project_live?.rps),
+    textbook_vs_ceiling: div(run.textbook?.rps, run.ceiling?.rps),
+    direct_vs_ceiling: div(run.direct?.rps, run.ceiling?.rps),
+    textbook_redis_vs_payload: div(r.textbookRedis?.bytesPerWrite, r.textbookRedis?.payloadBytes),
+  };
+}
+
+const RATIO_DEFS: readonly { key: string; label: string; target?: { op: '>=' | '<='; bound: number } }[] = [
+  { key: 'accept_vs_ceiling', label: 'accept rate (d) / ceiling (a)', target: { op: '>=', bound: 0.8 } },
+  { key: 'accept_vs_textbook', label: 'accept rate (d) / textbook (b)', target: { op: '>=', bound: 1.5 } },
+  { key: 'p99_vs_textbook', label: 'p99 (d) / p99 textbook (b)', target: { op: '<=', bound: 1 } },
+  { key: 'store_vs_accept', label: 'worker store rate / accept rate (d)', target: { op: '>=', bound: 1 } },
+  { key: 'store_vs_raw', label: 'worker store rate / raw insertMany rate', target: { op: '>=', bound: 0.8 } },
+  { key: 'redis_vs_payload', label: 'Redis bytes per queued write / JSON body', target: { op: '<=', bound: 1.3 } },
+  { key: 'live_accept_vs_ceiling', label: 'accept rate with worker draining on the same cores / ceiling (a)' },
+  { key: 'live_store_vs_accept', label: 'worker store rate during that load / its accept rate' },
+  { key: 'textbook_vs_ceiling', label: 'textbook (b) / ceiling (a)' },
+  { key: 'direct_vs_ceiling', label: 'direct (c) / ceiling (a)' },
+  { key: 'textbook_redis_vs_payload', label: 'textbook (b): Redis bytes per queued write / JSON body' },
+];
+
+function meetsTarget(value: number | undefined, t: { op: '>=' | '<='; bound: number } | undefined): boolean | undefined {
+  if (t === undefined || value === undefined) return undefined;
+  return t.op === '>=' ? value >= t.bound : value <= t.bound;
+}
+
+export function summarize(rounds: readonly Round[], bursts: readonly BurstResult[]): { medians: Partial<Record<Design, DesignMedians>>; ratios: RatioSummary[]; targets: Target[] } {
+  const medians: Partial<Record<Design, DesignMedians>> = {};
+  for (const d of DESIGNS) {
+    const runs = rounds.map((r) => r.runs[d]).filter((x) => x !== undefined);
+    if (runs.length === 0) continue;
+    const rps = finite(runs.map((x) => x.rps));
+    const p99 = finite(runs.map((x) => x.latencyMs.p99));
+    const cpu: CpuPerRequest = {};
+    for (const role of new Set(runs.flatMap((x) => Object.keys(x.cpuUsPerRequest)))) cpu[role] = median(runs.map((x) => x.cpuUsPerRequest[role])) ?? Number.NaN;
+    medians[d] = {
+      rps: median(rps),
+      rpsMin: rps.length > 0 ? Math.min(...rps) : undefined,
+      rpsMax: rps.length > 0 ? Math.max(...rps) : undefined,
+      p50: median(runs.map((x) => x.latencyMs.p50)),
+      p99: median(p99),
+      p99Min: p99.length > 0 ? Math.min(...p99) : undefined,
+      p99Max: p99.length > 0 ? Math.max(...p99) : undefined,
+      max: median(runs.map((x) => x.latencyMs.max)),
+      non2xx: runs.reduce((a, x) => a + x.non2xx + x.errors, 0),
+      cpuUsPerRequest: cpu,
+    };
+  }
+  const ratios: RatioSummary[] = RATIO_DEFS.map((def) => {
+    const perRound = rounds.map((r) => r.ratios[def.key]);
+    return { key: def.key, label: def.label, perRound, median: median(perRound), ...(def.target === undefined ? {} : { target: def.target }) };
+  });
+  const targets: Target[] = ratios
+    .filter((r) => r.target !== undefined)
+    .map((r) => ({ name: r.label, value: fmtRatio(r.median), target: `${r.target!.op} ${r.target!.bound}×`, met: meetsTarget(r.median, r.target) }));
+
+  if (bursts.length > 0) {
+    const allExact = bursts.every((b) => b.exactlyOnce);
+    const exactValue = bursts.map((b) => (b.drained ? `${fmt(b.storedRecords)} of ${fmt(b.serverAccepted)}` : `not drained in time: ${fmt(b.workerFinished)} of ${fmt(b.serverAccepted)} stored`)).join('; ');
+    targets.push({ name: 'burst: every 200 stored exactly once', value: exactValue, target: 'stored = accepted, no dead letters', met: allExact });
+    const badStatus = bursts.reduce((a, b) => a + b.errors + Object.entries(b.statusCodes).filter(([c]) => !c.startsWith('2') && c !== '503').reduce((s, [, n]) => s + n, 0), 0);
+    targets.push({ name: 'burst: no non-2xx other than designed 503s', value: fmt(badStatus), target: '0', met: badStatus === 0 });
+    const [first, second] = bursts;
+    if (first !== undefined && second !== undefined) {
+      const scale = second.size / first.size;
+      const drainRatio = second.drainS / first.drainS;
+      const bothDrained = first.drained && second.drained;
+      targets.push({
+        name: `burst: drain time scales linearly (${fmt(second.size)} vs ${fmt(first.size)})`,
+        value: bothDrained ? `${drainRatio.toFixed(2)}× for ${scale.toFixed(2)}× the writes` : 'not drained in time',
+        target: `${(scale * 0.75).toFixed(2)}–${(scale * 1.25).toFixed(2)}×`,
+        met: bothDrained && drainRatio >= scale * 0.75 && drainRatio <= scale * 1.25,
+      });
+      const big = second.size > first.size ? second : first;
+      const small = second.size > first.size ? first : second;
+      const rssRatio = big.apiRssKb.peak / small.apiRssKb.peak;
+      targets.push({ name: 'burst: API RSS stays flat', value: `peak ${mb(small.apiRssKb.peak)} MB → ${mb(big.apiRssKb.peak)} MB (${rssRatio.toFixed(2)}×)`, target: '≤ 1.25× when the burst grows', met: rssRatio <= 1.25 });
+    }
+  }
+  return { medians, ratios, targets };
+}
+
+const cpuCell = (c: CpuPerRequest, role: string) => (c[role] === undefined || !Number.isFinite(c[role]) ? '–' : fmt(c[role], 0));
+
+export function renderMarkdown(res: BenchResult): string {
+  const out: string[] = [];
+  const o = res.options;
+  out.push(`# feedback-ingest benchmark, ${res.startedAt}`);
+  out.push('');
+  out.push(`Command: \`${res.command}\` · wall time ${fmt(res.wallSeconds / 60, 1)} min · ${res.machine['cpus']} CPUs (${res.machine['cpuModel']}) · Node ${res.machine['node']} · ${res.machine['redis']} · FerretDB ${res.machine['ferretdb']} (SQLite)`);
+  out.push('');
+  out.push(
+    `${o['rounds']} rounds × ${o['durationS']} s per design, designs alternating (order rotated each round), ${res.mix.connections} connections, autocannon on loopback on the same cores. ` +
+      `Body mix: ${Math.round(res.mix.recordShare * 100)}% \`/feedback-record\` (${res.mix.recordBodyBytes} B), ${Math.round((1 - res.mix.recordShare) * 100)}% \`/feedback-response\` (${res.mix.responseBodyBytes} B) to stored records; mean ${fmt(res.mix.meanBodyBytes)} B.`,
+  );
+  const env = Object.entries(res.projectEnv);
+  out.push('');
+  out.push(`Project settings: ${env.length === 0 ? 'defaults' : env.map(([k, v]) => `\`${k}=${v}\``).join(', ')}; LOG_LEVEL=${String(o['logLevel'])} (to /dev/null).`);
+  out.push('');
+  out.push('## Designs (medians over rounds)');
+  out.push('');
+  out.push('| Design | accepted req/s (min–max) | p50 ms | p99 ms | max ms | non-2xx + errors | server CPU µs/req | Redis µs/req | FerretDB µs/req | worker µs/req | load gen µs/req |');
+  out.push('|---|---|---|---|---|---|---|---|---|---|---|');
+  for (const d of DESIGNS) {
+    const m = res.medians[d];
+    if (m === undefined) continue;
+    out.push(
+      `| ${DESIGN_LABELS[d]} | **${fmt(m.rps)}** (${fmt(m.rpsMin)}–${fmt(m.rpsMax)}) | ${fmt(m.p50, 1)} | ${fmt(m.p99, 1)} | ${fmt(m.max, 0)} | ${fmt(m.non2xx)} | ${cpuCell(m.cpuUsPerRequest, 'server')} | ${cpuCell(m.cpuUsPerRequest, 'redis')} | ${cpuCell(m.cpuUsPerRequest, 'ferretdb')} | ${cpuCell(m.cpuUsPerRequest, 'worker')} | ${cpuCell(m.cpuUsPerRequest, 'loadgen')} |`,
+    );
+  }
+  out.push('');
+  out.push('## Targets (median of per-round ratios)');
+  out.push('');
+  out.push('| Target | value | target | met |');
+  out.push('|---|---|---|---|');
+  for (const t of res.targets) out.push(`| ${t.name} | ${t.value} | ${t.target} | ${t.met === undefined ? '–' : t.met ? 'yes' : '**no**'} |`);
+  out.push('');
+  out.push('## Ratios per round');
+  out.push('');
+  out.push(`| Ratio | ${res.rounds.map((r) => `round ${r.round}`).join(' | ')} | median |`);
+  out.push(`|---|${res.rounds.map(() => '---|').join('')}---|`);
+  for (const r of res.ratios) out.push(`| ${r.label} | ${r.perRound.map(fmtRatio).join(' | ')} | **${fmtRatio(r.median)}** |`);
+  out.push('');
+  out.push('## This project: the store side, per round');
+  out.push('');
+  out.push('| Round | accept req/s (API only) | worker alone: writes/s (stored / queued) | mean job size | ms of MongoDB writes per job | raw insertMany writes/s | Redis B/queued write | JSON body B | job JSON B/write | Redis B/job | accept req/s, worker live | stored writes/s during it | backlog at end | lag p50 / p99 ms | responses stored; findOne {_id} / {_id, seq $lt} ms |');
+  out.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  for (const r of res.rounds) {
+    const d = r.drain;
+    const drainCell = d === undefined ? '–' : `${fmt(d.rate)} (${fmt(d.writes)} / ${fmt(d.expected)}${d.drained ? '' : ', **not drained** in ' + fmt(d.seconds, 0) + ' s'})`;
+    const lagCell = r.live === undefined ? '–' : `${fmt(r.live.lagP50Ms, 0)} / ${fmt(r.live.lagP99Ms, 0)}${r.live.drained ? '' : ' (stored writes only; **not drained**)'}`;
+    const probe = r.storeProbe === undefined ? '–' : `${fmt(r.storeProbe.responses)}; ${fmt(r.storeProbe.idOnlyMs, 1)} / ${fmt(r.storeProbe.workerFilterMs, 1)}`;
+    out.push(
+      `| ${r.round} | ${fmt(r.runs.project?.rps)} | ${drainCell} | ${fmt(d?.meanJobSize, 1)} | ${fmt(d?.meanJobWriteMs, 0)} | ${fmt(r.raw?.rate)} | ${fmt(r.projectRedis?.bytesPerWrite)} | ${fmt(r.projectRedis?.payloadBytes)} | ${fmt(r.projectRedis?.jobJsonBytesPerWrite)} | ${fmt(r.projectRedis?.bytesPerJob)} | ${fmt(r.runs.project_live?.rps)} | ${fmt(r.live?.storeRateDuringLoad)} | ${fmt(r.live?.backlogAtEndWrites)} | ${lagCell} | ${probe} |`,
+    );
+  }
+  const tb = res.rounds.map((r) => r.textbookRedis).filter((x) => x !== undefined);
+  if (tb.length > 0) {
+    out.push('');
+    out.push(`Textbook (b) for comparison: Redis ${fmt(median(tb.map((x) => x.bytesPerWrite)))} B per queued write (one job each), job JSON ${fmt(median(tb.map((x) => x.jobJsonBytesPerWrite)))} B.`);
+  }
+  const after = finite(res.rounds.map((r) => r.projectRedis?.usedAfterDrainBytes));
+  if (after.length > 0) out.push(`Redis used_memory after each drain (completed jobs kept by KEEP_COMPLETED_JOBS, with their data): ${after.map((b) => `${fmt(b / 1048576, 0)} MB`).join(', ')}.`);
+  if (res.bursts.length > 0) {
+    out.push('');
+    out.push('## Burst (worker live)');
+    out.push('');
+    out.push('| Records | conns | accepted (server) | stored records / responses | exactly once | non-2xx + errors | accept s (req/s) | p99 ms | all stored after s | tail after last answer s | peak backlog writes / jobs | API RSS MB before / peak / after | worker RSS peak MB | Redis peak MB |');
+    out.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+    for (const b of res.bursts) {
+      const stored = b.drained ? `${fmt(b.storedRecords)} / ${fmt(b.storedResponses)}` : `**not drained**: ${fmt(b.workerFinished)} writes stored in ${fmt(b.drainS, 0)} s`;
+      out.push(
+        `| ${fmt(b.size)} | ${b.connections} | ${fmt(b.accepted)} (${fmt(b.serverAccepted)}) | ${stored} | ${b.exactlyOnce ? 'yes' : b.drained ? '**no**' : 'unknown'} | ${fmt(b.non2xx + b.errors)} | ${fmt(b.acceptS, 1)} (${fmt(b.acceptRps)}) | ${fmt(b.p99Ms, 0)} | ${b.drained ? fmt(b.drainS, 1) : '–'} | ${b.drained ? fmt(b.tailS, 1) : '–'} | ${fmt(b.peakBacklogWrites)} / ${fmt(b.peakBacklogJobs)} | ${mb(b.apiRssKb.before)} / ${mb(b.apiRssKb.peak)} / ${mb(b.apiRssKb.after)} | ${mb(b.workerRssKb.peak)} | ${fmt(b.redisUsedPeakBytes / 1048576, 0)} |`,
+      );
+    }
+  }
+  if (res.notes.length > 0) {
+    out.push('');
+    out.push('## How to read it');
+    out.push('');
+    for (const n of res.notes) out.push(`- ${n}`);
+  }
+  out.push('');
+  out.push('![throughput and p99 per design](latest.svg)');
+  out.push('');
+  return out.join('\n');
+}
+
+const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
+/** Two bar charts side by side: accepted req/s and p99 latency per design, median bars with min–max whiskers. */
+export function renderSvg(res: BenchResult): string {
+  const designs = DESIGNS.filter((d) => res.medians[d]?.rps !== undefined);
+  const rowH = 34;
+  const top = 56;
+  const labelW = 150;
+  const panelW = 330;
+  const gap = 60;
+  const width = labelW + panelW * 2 + gap + 40;
+  const height = top + designs.length * rowH + 40;
+  const colors: Record<Design, string> = { ceiling: '#9aa5b1', textbook: '#e07a5f', direct: '#f2cc8f', project: '#3d85c6', project_live: '#81b29a' };
+  const maxRps = Math.max(1, ...designs.map((d) => res.medians[d]!.rpsMax ?? 0));
+  const maxP99 = Math.max(1, ...designs.map((d) => res.medians[d]!.p99Max ?? 0));
+  const parts: string[] = [];
+  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="Helvetica, Arial, sans-serif" font-size="12">`);
+  parts.push(`<rect width="100%" height="100%" fill="#ffffff"/>`);
+  parts.push(`<text x="10" y="20" font-size="14" font-weight="bold">${esc(`feedback-ingest benchmark, ${res.startedAt}`)}</text>`);
+  parts.push(`<text x="10" y="38" fill="#555">${esc(`median of ${res.rounds.length} rounds; whiskers: min–max; ${res.mix.connections} connections, ${res.machine['cpus']} CPUs`)}</text>`);
+  const panel = (x0: number, title: string, value: (m: DesignMedians) => [number | undefined, number | undefined, number | undefined], max: number, unit: string) => {
+    parts.push(`<text x="${x0}" y="${top - 6}" font-weight="bold">${esc(title)}</text>`);
+    designs.forEach((d, i) => {
+      const m = res.medians[d]!;
+      const [mid, lo, hi] = value(m);
+      const y = top + i * rowH;
+      const w = mid === undefined ? 0 : (mid / max) * panelW;
+      parts.push(`<rect x="${x0}" y="${y + 6}" width="${w.toFixed(1)}" height="${rowH - 14}" fill="${colors[d]}"/>`);
+      if (lo !== undefined && hi !== undefined) {
+        const xl = x0 + (lo / max) * panelW;
+        const xh = x0 + (hi / max) * panelW;
+        const yc = y + rowH / 2 - 1;
+        parts.push(`<line x1="${xl.toFixed(1)}" y1="${yc}" x2="${xh.toFixed(1)}" y2="${yc}" stroke="#333"/>`);
+        parts.push(`<line x1="${xl.toFixed(1)}" y1="${yc - 5}" x2="${xl.toFixed(1)}" y2="${yc + 5}" stroke="#333"/>`);
+        parts.push(`<line x1="${xh.toFixed(1)}" y1="${yc - 5}" x2="${xh.toFixed(1)}" y2="${yc + 5}" stroke="#333"/>`);
+      }
+      parts.push(`<text x="${(x0 + Math.max(w, hi === undefined ? 0 : (hi / max) * panelW) + 6).toFixed(1)}" y="${y + rowH / 2 + 3}">${esc(`${fmt(mid, unit === 'ms' ? 1 : 0)} ${unit}`)}</text>`);
+    });
+    parts.push(`<line x1="${x0}" y1="${top}" x2="${x0}" y2="${top + designs.length * rowH}" stroke="#999"/>`);
+  };
+  designs.forEach((d, i) => {
+    parts.push(`<text x="10" y="${top + i * rowH + rowH / 2 + 3}">${esc(DESIGN_SHORT[d])}</text>`);
+  });
+  panel(labelW, 'accepted requests/s (higher is better)', (m) => [m.rps, m.rpsMin, m.rpsMax], maxRps * 1.15, 'req/s');
+  panel(labelW + panelW + gap, 'p99 latency (lower is better)', (m) => [m.p99, m.p99Min, m.p99Max], maxP99 * 1.15, 'ms');
+  parts.push(`<text x="10" y="${height - 12}" fill="#555">${esc('(d) project: API with its worker paused (as the ceiling has no worker); (d) project+worker: the worker drains on the same 2 cores.')}</text>`);
+  parts.push('</svg>');
+  return `${parts.join('\n')}\n`;
+}

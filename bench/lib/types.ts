@@ -1,0 +1,193 @@
+/** The designs compared; `project_live` is this project with its worker draining during the load. */
+export const DESIGNS = ['ceiling', 'textbook', 'direct', 'project', 'project_live'] as const;
+export type Design = (typeof DESIGNS)[number];
+
+export const DESIGN_LABELS: Readonly<Record<Design, string>> = {
+  ceiling: '(a) ceiling: same Koa app, answers without writing',
+  textbook: '(b) textbook: one queue.add per request',
+  direct: '(c) direct: one MongoDB write per request, no queue',
+  project: '(d) this project: API, worker paused',
+  project_live: '(d) this project: API + worker draining',
+};
+
+export const DESIGN_SHORT: Readonly<Record<Design, string>> = {
+  ceiling: '(a) ceiling',
+  textbook: '(b) textbook',
+  direct: '(c) direct',
+  project: '(d) project',
+  project_live: '(d) project+worker',
+};
+
+/** CPU spent per accepted request, µs, by process role. */
+export type CpuPerRequest = Record<string, number>;
+
+export interface RunSummary {
+  readonly design: Design;
+  readonly round: number;
+  readonly durationS: number;
+  /** 2xx seen by the load generator. */
+  readonly ok: number;
+  /** 200s counted by the server (includes answers the load generator cut off at the end). */
+  readonly serverOk: number;
+  readonly rps: number;
+  readonly non2xx: number;
+  readonly statusCodes: Record<string, number>;
+  readonly errors: number;
+  readonly timeouts: number;
+  readonly latencyMs: { readonly p50: number; readonly p90: number; readonly p99: number; readonly max: number; readonly mean: number };
+  readonly cpuUsPerRequest: CpuPerRequest;
+  /** Share of the machine's CPU used by processes that are not the benchmark's, %. */
+  readonly foreignCpuPct: number;
+}
+
+export interface RedisMemory {
+  /** used_memory growth while the writes waited in the queue, bytes. */
+  readonly deltaBytes: number;
+  readonly writes: number;
+  readonly jobs: number;
+  readonly bytesPerWrite: number;
+  readonly bytesPerJob: number;
+  /** Mean request body of the mix, bytes. */
+  readonly payloadBytes: number;
+  /** Mean JSON size of one write inside the job data, bytes. */
+  readonly jobJsonBytesPerWrite: number;
+  /** used_memory after the drain (BullMQ keeps completed jobs, with their data, up to KEEP_COMPLETED_JOBS). */
+  readonly usedAfterDrainBytes?: number;
+}
+
+export interface DrainSummary {
+  /** False when the worker had not finished within the drain budget (the rest was thrown away). */
+  readonly drained: boolean;
+  readonly expected: number;
+  readonly writes: number;
+  readonly seconds: number;
+  readonly rate: number;
+  readonly meanJobSize: number;
+  /** Mean time of one job's MongoDB writes, ms (feedback_worker_write_duration_seconds). */
+  readonly meanJobWriteMs: number;
+  readonly cpuUsPerWrite: CpuPerRequest;
+}
+
+export interface LiveSummary {
+  /** False when the backlog was not stored within the drain budget (lag then covers stored writes only). */
+  readonly drained: boolean;
+  /** Writes the worker stored per second while the load ran. */
+  readonly storeRateDuringLoad: number;
+  /** Accepted but not yet stored when the load stopped. */
+  readonly backlogAtEndWrites: number;
+  readonly peakBacklogWrites: number;
+  /** From the end of the load until every accepted write was stored, s. */
+  readonly drainTailS: number;
+  readonly lagP50Ms: number | undefined;
+  readonly lagP99Ms: number | undefined;
+  readonly lagCount: number;
+}
+
+export interface RawSummary {
+  readonly rate: number;
+  readonly writes: number;
+  readonly seconds: number;
+  readonly batch: number;
+  readonly concurrency: number;
+}
+
+export interface Round {
+  readonly round: number;
+  readonly order: Design[];
+  readonly runs: Partial<Record<Design, RunSummary>>;
+  projectRedis?: RedisMemory;
+  textbookRedis?: RedisMemory;
+  drain?: DrainSummary;
+  raw?: RawSummary;
+  live?: LiveSummary;
+  storeProbe?: StoreProbe;
+  ratios: Record<string, number | undefined>;
+}
+
+/** One read with the worker's response filter against the project's collection, to show whether it scans. */
+export interface StoreProbe {
+  readonly responses: number;
+  /** findOne({_id}) on feedback_responses, ms. */
+  readonly idOnlyMs: number;
+  /** findOne({_id, seq: {$lt}}), the filter of the worker's conditional upsert, ms. */
+  readonly workerFilterMs: number;
+}
+
+export interface BurstResult {
+  readonly size: number;
+  /** Whether every accepted write was stored within the drain budget. */
+  readonly drained: boolean;
+  /** Writes the worker finished (its metrics) by the end. */
+  readonly workerFinished: number;
+  readonly connections: number;
+  readonly accepted: number;
+  readonly serverAccepted: number;
+  readonly non2xx: number;
+  readonly statusCodes: Record<string, number>;
+  readonly errors: number;
+  readonly storedRecords: number;
+  readonly storedResponses: number;
+  readonly deadLetters: number;
+  readonly exactlyOnce: boolean;
+  /** Burst start until the last answer, s. */
+  readonly acceptS: number;
+  /** Burst start until every accepted write was stored, s. */
+  readonly drainS: number;
+  /** Last answer until every accepted write was stored, s. */
+  readonly tailS: number;
+  readonly acceptRps: number;
+  readonly p99Ms: number;
+  readonly maxMs: number;
+  readonly peakBacklogWrites: number;
+  readonly peakBacklogJobs: number;
+  readonly apiRssKb: { readonly before: number; readonly peak: number; readonly after: number };
+  readonly workerRssKb: { readonly before: number; readonly peak: number; readonly after: number };
+  readonly redisUsedPeakBytes: number;
+}
+
+export interface Target {
+  readonly name: string;
+  readonly value: string;
+  readonly target: string;
+  readonly met: boolean | undefined;
+}
+
+export interface RatioSummary {
+  readonly key: string;
+  readonly label: string;
+  readonly perRound: (number | undefined)[];
+  readonly median: number | undefined;
+  /** `>=` or `<=` with the bound, when this ratio is one of the issue's targets. */
+  readonly target?: { readonly op: '>=' | '<='; readonly bound: number };
+}
+
+export interface DesignMedians {
+  readonly rps: number | undefined;
+  readonly rpsMin: number | undefined;
+  readonly rpsMax: number | undefined;
+  readonly p50: number | undefined;
+  readonly p99: number | undefined;
+  readonly p99Min: number | undefined;
+  readonly p99Max: number | undefined;
+  readonly max: number | undefined;
+  readonly non2xx: number;
+  readonly cpuUsPerRequest: CpuPerRequest;
+}
+
+export interface BenchResult {
+  readonly startedAt: string;
+  readonly finishedAt: string;
+  readonly wallSeconds: number;
+  readonly command: string;
+  readonly machine: Record<string, string | number>;
+  readonly options: Record<string, unknown>;
+  /** Environment given to the project's web and worker processes beyond the bench's plumbing. */
+  readonly projectEnv: Record<string, string>;
+  readonly mix: { readonly recordBodyBytes: number; readonly responseBodyBytes: number; readonly meanBodyBytes: number; readonly recordShare: number; readonly connections: number };
+  readonly rounds: Round[];
+  readonly bursts: BurstResult[];
+  readonly medians: Partial<Record<Design, DesignMedians>>;
+  readonly ratios: RatioSummary[];
+  readonly targets: Target[];
+  readonly notes: string[];
+}
