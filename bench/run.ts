@@ -11,7 +11,7 @@ import ts from 'typescript';
 import { MongoClient, type Db } from 'mongodb';
 import { loadConfig } from '../shared/config.js';
 import { createLogger } from '../shared/logger.js';
-import { COLLECTIONS } from '../shared/mongo.js';
+import { COLLECTIONS, mongoClientOptions } from '../shared/mongo.js';
 import type { RecordWrite } from '../shared/schemas.js';
 import { createFeedbackWriter } from '../worker/writer.js';
 import { buildMix, runLoad, type LoadResult, type LoadRun, type Mix } from './lib/load.js';
@@ -370,7 +370,7 @@ async function drainWithin(ctx: Ctx, budgetS: number): Promise<boolean> {
 
 /** A client of the project's current store, with the raw insertMany collections indexed like the project's. */
 async function connectStore(ctx: Pick<Ctx, 'ferret'> & Partial<Pick<Ctx, 'mongo'>>): Promise<{ mongo: MongoClient; projectDb: Db; rawDb: Db }> {
-  const mongo = new MongoClient(ctx.ferret.url, { serverSelectionTimeoutMS: 10_000, retryWrites: false });
+  const mongo = new MongoClient(ctx.ferret.url, { ...mongoClientOptions(), serverSelectionTimeoutMS: 10_000, retryWrites: false });
   const rawDb = mongo.db('bench_raw');
   await createFeedbackWriter({ db: rawDb, logger: createLogger({ level: 'silent', name: 'bench' }) }).ensureIndexes();
   return { mongo, projectDb: mongo.db('bench_project'), rawDb };

@@ -1,4 +1,4 @@
-import { MongoClient, type Db } from 'mongodb';
+import { MongoClient, type Db, type MongoClientOptions } from 'mongodb';
 import type { Config } from './config.js';
 
 export const COLLECTIONS = {
@@ -15,9 +15,24 @@ export interface MongoHandle {
   close(): Promise<void>;
 }
 
+/**
+ * Options every MongoClient of this project needs, whatever it is for (service, tests, bench).
+ *
+ * The driver's default `fieldsAsRaw` is `{}`, and js-bson (7.3.4, with mongodb 7.9.0) looks each
+ * array's name up in it without an own-property check: an array stored under a key named like an
+ * Object.prototype member ("toString", "valueOf", "hasOwnProperty"…, all valid keys of
+ * `field_to_value` and `values`) came back with its sub-documents as raw BSON Buffers, and the
+ * worker's repair path wrote them back that way. A prototype-less object closes the hole. Found
+ * by the fuzz suite (test/fuzz).
+ */
+export function mongoClientOptions(): MongoClientOptions {
+  return { fieldsAsRaw: Object.create(null) as Record<string, never> };
+}
+
 /** Connects lazily: the driver reconnects by itself after an outage. */
 export function createMongo(config: Pick<Config, 'mongodbUri' | 'mongodbDatabase' | 'mongodbTimeoutMs'>): MongoHandle {
   const client = new MongoClient(config.mongodbUri, {
+    ...mongoClientOptions(),
     serverSelectionTimeoutMS: config.mongodbTimeoutMs,
     connectTimeoutMS: config.mongodbTimeoutMs,
     socketTimeoutMS: Math.max(config.mongodbTimeoutMs * 6, 30_000),

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { MongoClient, type Db } from 'mongodb';
-import { COLLECTIONS } from '../../shared/mongo.js';
+import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
 import { freePort, startFerretDb, startRedis, type ManagedServer } from '../helpers/services.js';
 import { msg, saveLogs, spawnService, type ServiceProcess } from './procs.js';
 
@@ -111,7 +111,7 @@ export class Cluster {
 
   /** The scenario's database, read by the test (never by the service). */
   db(): Db {
-    this.mongoClient ??= new MongoClient(`${this.mongo.url}/${this.dbName}`, { serverSelectionTimeoutMS: 5_000, retryWrites: false });
+    this.mongoClient ??= new MongoClient(`${this.mongo.url}/${this.dbName}`, { ...mongoClientOptions(), serverSelectionTimeoutMS: 5_000, retryWrites: false });
     return this.mongoClient.db(this.dbName);
   }
 

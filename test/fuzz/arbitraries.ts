@@ -14,7 +14,7 @@ const text1 = (maxLength: number) => fc.string({ unit: 'grapheme', minLength: 1,
 
 export const goodKey = fc.oneof(
   { weight: 8, arbitrary: text1(12).filter(keyIsValid) },
-  { weight: 2, arbitrary: fc.constantFrom('a b', 'ünïcødé', '日本語', 'x-y_z', 'k'.repeat(200), '0', ' ', 'emoji👍🏽', 'a$', 'tab\tkey', 'NUL-free "quote"') },
+  { weight: 2, arbitrary: fc.constantFrom('a b', 'ünïcødé', '日本語', 'x-y_z', 'k'.repeat(200), '0', ' ', 'emoji👍🏽', 'a$', 'tab\tkey', 'NUL-free "quote"', 'toString', 'valueOf', 'hasOwnProperty') },
 );
 
 export const badKey = fc.constantFrom('', '$where', '$', 'a.b', '.', 'x\u0000y', '__proto__', 'constructor', 'prototype', 'k'.repeat(201), '$.x');

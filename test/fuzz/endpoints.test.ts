@@ -37,6 +37,27 @@ const DOCUMENTED: Readonly<Record<string, number>> = {
 };
 
 const BODY_LIMIT = 1024 * 1024;
+
+/** One seed per run, printed, so that a finding can be replayed with FUZZ_SEED=<seed>. */
+const SEED = process.env['FUZZ_SEED'] !== undefined ? Number(process.env['FUZZ_SEED']) : Math.floor(Math.random() * 2 ** 31);
+fc.configureGlobal({ seed: SEED });
+console.log(`fuzz: fast-check seed ${SEED} (replay with FUZZ_SEED=${SEED} npm run test:faults -- --grep 'bad input')`);
+
+/** Where two JSON-like values first differ, with both sides there, for a readable failure. */
+function firstDifference(stored: unknown, sent: unknown, path = '$'): string | undefined {
+  if (isDeepStrictEqual(stored, sent)) return undefined;
+  const bothObjects = typeof stored === 'object' && stored !== null && typeof sent === 'object' && sent !== null && Array.isArray(stored) === Array.isArray(sent) && Object.getPrototypeOf(stored) === Object.getPrototypeOf(sent);
+  if (bothObjects) {
+    const a = stored as Record<string, unknown>;
+    const b = sent as Record<string, unknown>;
+    for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
+      const d = firstDifference(a[k], b[k], `${path}[${JSON.stringify(k)}]`);
+      if (d !== undefined) return d;
+    }
+  }
+  const show = (v: unknown) => `${Object.prototype.toString.call(v)} ${Buffer.isBuffer(v) ? `Buffer(${v.length})` : JSON.stringify(v)?.slice(0, 300)}`;
+  return `at ${path}: stored ${show(stored)}, sent ${show(sent)}`;
+}
 const SANE_REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 
 /** An acceptable answer: a 200 (`code` undefined) or an error with its code. */
@@ -425,7 +446,8 @@ describe('bad input: property-based fuzzing of both endpoints (fast-check, real 
         if (doc === null) problems.push(`record ${a.recordId} answered 200 is not stored: ${JSON.stringify(a.body).slice(0, 300)}`);
         else {
           for (const k of ['feedback_dataset_id', 'field_to_value', 'external_id', 'metadata']) {
-            if (!isDeepStrictEqual(doc[k], rec[k])) problems.push(`record ${a.recordId}: ${k} stored ${JSON.stringify(doc[k])?.slice(0, 200)}, sent ${JSON.stringify(rec[k])?.slice(0, 200)}`);
+            const d = firstDifference(doc[k], rec[k], k);
+            if (d !== undefined) problems.push(`record ${a.recordId}: ${d}; sent ${JSON.stringify(rec[k])?.slice(0, 1000)}`);
           }
           checked++;
         }
@@ -435,7 +457,8 @@ describe('bad input: property-based fuzzing of both endpoints (fast-check, real 
       const r = a.body['response'] as Record<string, unknown>;
       if (doc === null) problems.push(`response ${a.responseId} answered 200 is not stored: ${JSON.stringify(a.body).slice(0, 300)}`);
       else {
-        if (!isDeepStrictEqual(doc['values'], r['values'])) problems.push(`response ${a.responseId}: values stored ${JSON.stringify(doc['values']).slice(0, 200)}, sent ${JSON.stringify(r['values']).slice(0, 200)}`);
+        const d = firstDifference(doc['values'], r['values'], 'values');
+        if (d !== undefined) problems.push(`response ${a.responseId}: ${d}; sent ${JSON.stringify(r['values']).slice(0, 1000)}`);
         if (doc['status'] !== (r['status'] ?? 'submitted')) problems.push(`response ${a.responseId}: status ${String(doc['status'])}`);
         if (doc['user_id'] !== (r['user_id'] ?? LEDGER_KEY.name)) problems.push(`response ${a.responseId}: user_id ${String(doc['user_id'])}`);
         checked++;
@@ -444,7 +467,7 @@ describe('bad input: property-based fuzzing of both endpoints (fast-check, real 
     const letters = await cluster.deadLetters();
     recordFuzz(this.test!.fullTitle(), { bad_inputs_tried: 0, accepted_valid: accepted.length, answers_4xx: 0, answers_5xx: 0, documents_compared: checked, mismatches: problems.length });
     assert.ok(accepted.length > 50, `only ${accepted.length} valid bodies were accepted: the generators do not exercise acceptance`);
-    assert.deepEqual(problems.slice(0, 30), [], `${problems.length} accepted bodies are not stored as sent`);
+    assert.deepEqual(problems.slice(0, 30), [], `${problems.length} accepted bodies are not stored as sent (fast-check seed ${SEED})`);
     assert.deepEqual(letters.filter((l) => !nestedArray(JSON.parse(String(l['payload_json'])))).map((l) => `${String(l['reason'])}: ${String(l['error']).slice(0, 200)}`), []);
   });
 

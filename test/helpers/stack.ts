@@ -2,7 +2,7 @@ import { MongoClient, type Db } from 'mongodb';
 import { startApi, type ApiServer } from '../../api/server.js';
 import type { Config } from '../../shared/config.js';
 import { createLogger, type Logger } from '../../shared/logger.js';
-import { COLLECTIONS } from '../../shared/mongo.js';
+import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
 import { startWorker, type WorkerRuntime } from '../../worker/runtime.js';
 import { TEST_KEY } from './env.js';
 
@@ -33,7 +33,7 @@ export const silentLogger: Logger = createLogger({ level: 'silent', name: 'test'
 export async function startStack(config: Config, options: { worker?: boolean; logger?: Logger } = {}): Promise<Stack> {
   const logger = options.logger ?? silentLogger;
   const api = await startApi(config, logger);
-  const client = new MongoClient(config.mongodbUri, { serverSelectionTimeoutMS: 5000 });
+  const client = new MongoClient(config.mongodbUri, { ...mongoClientOptions(), serverSelectionTimeoutMS: 5000 });
   const db = client.db(config.mongodbDatabase);
   const baseUrl = `http://127.0.0.1:${api.port}`;
   const request = async (path: string, init: RequestInit): Promise<HttpResult> => {

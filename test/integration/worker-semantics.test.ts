@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { Job } from 'bullmq';
 import { JOB_PAYLOAD_VERSION } from '../../shared/schemas.js';
 import { WRITE_JOB_NAME } from '../../shared/queue.js';
+import { COLLECTIONS, createMongo } from '../../shared/mongo.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
 import { deadLetters, eventually, recordBody, records, responses, startStack, type Stack } from '../helpers/stack.js';
 
@@ -66,17 +67,39 @@ describe('worker semantics (ids, updates, order, idempotency, dead letters)', ()
     // with concurrency 8, so the 50 jobs are processed concurrently and out of order.
     let responseId = '';
     for (let i = 1; i <= 50; i++) {
-      const res = await stack.post('/feedback-response', { feedback_record_id: id, response: { status: i === 50 ? 'submitted' : 'draft', values: { n: i } } });
+      // Arrays of objects under Object.prototype names: the repair path reads versions back and
+      // rewrites them, which once turned these sub-documents into raw BSON Buffers.
+      const res = await stack.post('/feedback-response', { feedback_record_id: id, response: { status: i === 50 ? 'submitted' : 'draft', values: { n: i, toString: [{ n: i }], valueOf: [{ at: [i] }] } } });
       expect(res.status).to.equal(200);
       responseId = res.body.feedback_response_id as string;
     }
     await stack.startWorker();
     await eventually(async () => ((await stack.api.queue.getJobCountByTypes('waiting', 'active', 'delayed')) === 0 ? true : undefined), 20_000, 'drain');
     const doc = await stored(() => responses(stack.db).findOne({ _id: responseId }), 'response');
-    expect(doc['values']).to.deep.equal({ n: 50 });
+    expect(doc['values']).to.deep.equal({ n: 50, toString: [{ n: 50 }], valueOf: [{ at: [50] }] });
     expect(doc['status']).to.equal('submitted');
     // The record's first response has the same annotator (the key's name): one document, updated.
     expect(await responses(stack.db).countDocuments({ feedback_record_id: id })).to.equal(1);
+  });
+
+  it('keys named like Object.prototype members (toString, valueOf…) holding arrays of objects are stored and read back as sent', async () => {
+    await stack.startWorker();
+    const odd = { toString: [{ a: 1 }], valueOf: [{ b: [{ c: 2 }] }], hasOwnProperty: [{}], constructorish: { toLocaleString: [{ d: 'x' }] } };
+    const rec = await stack.post('/feedback-record', recordBody({ record: { field_to_value: odd, metadata: odd }, response: { values: odd } }));
+    expect(rec.status).to.equal(200);
+    const recordDoc = await stored(() => records(stack.db).findOne({ _id: rec.body.feedback_record_id }), 'record');
+    expect(recordDoc['field_to_value']).to.deep.equal(odd);
+    expect(recordDoc['metadata']).to.deep.equal(odd);
+    const responseDoc = await stored(() => responses(stack.db).findOne({ _id: rec.body.feedback_response_id }), 'response');
+    expect(responseDoc['values']).to.deep.equal(odd);
+    // The same documents through the service's own client factory (the worker's reads).
+    const mongo = createMongo(stack.config);
+    try {
+      const again = await mongo.db.collection(COLLECTIONS.records).findOne({ _id: rec.body.feedback_record_id as never });
+      expect(again?.['field_to_value']).to.deep.equal(odd);
+    } finally {
+      await mongo.close();
+    }
   });
 
   it('an Idempotency-Key replay returns the first answer and stores one record; another body with the key is 409', async () => {
