@@ -41,7 +41,7 @@ const BODY_LIMIT = 1024 * 1024;
 /** One seed per run, printed, so that a finding can be replayed with FUZZ_SEED=<seed>. */
 const SEED = process.env['FUZZ_SEED'] !== undefined ? Number(process.env['FUZZ_SEED']) : Math.floor(Math.random() * 2 ** 31);
 fc.configureGlobal({ seed: SEED });
-console.log(`fuzz: fast-check seed ${SEED} (replay with FUZZ_SEED=${SEED} npm run test:faults -- --grep 'bad input')`);
+process.stderr.write(`fuzz: fast-check seed ${SEED} (replay with FUZZ_SEED=${SEED} npm run test:faults -- --grep "bad input")\n`);
 
 /** Where two JSON-like values first differ, with both sides there, for a readable failure. */
 function firstDifference(stored: unknown, sent: unknown, path = '$'): string | undefined {
