@@ -1,6 +1,7 @@
 import { AppError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
-import { JOB_PAYLOAD_VERSION, type Write } from '../shared/schemas.js';
+import { encodeJob, type JobCompression } from '../shared/job-payload.js';
+import type { Write } from '../shared/schemas.js';
 import { WRITE_JOB_NAME, type WriteQueue } from '../shared/queue.js';
 import type { ApiMetrics } from './metrics.js';
 
@@ -29,6 +30,8 @@ export interface EnqueuerOptions {
   /** Longest wait for Redis to acknowledge a job, ms. */
   readonly timeoutMs: number;
   readonly retryAfterSeconds: number;
+  /** How the writes of a job are packed for Redis. */
+  readonly compression: JobCompression;
 }
 
 interface Pending {
@@ -44,7 +47,7 @@ interface Pending {
  * which is what lifts the API from ~5k to near Koa's own ceiling (see bench/).
  */
 export function createBatchingEnqueuer(options: EnqueuerOptions): Enqueuer {
-  const { queue, logger, metrics, maxItems, maxInFlight, timeoutMs, retryAfterSeconds } = options;
+  const { queue, logger, metrics, maxItems, maxInFlight, timeoutMs, retryAfterSeconds, compression } = options;
   let pending: Pending[] = [];
   let inFlight = 0;
   let scheduled = false;
@@ -63,10 +66,7 @@ export function createBatchingEnqueuer(options: EnqueuerOptions): Enqueuer {
       const timeout = new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error(`Redis did not acknowledge within ${timeoutMs} ms`)), timeoutMs);
       });
-      const job = await Promise.race([
-        queue.add(WRITE_JOB_NAME, { v: JOB_PAYLOAD_VERSION, writes: batch.map((p) => p.write) }),
-        timeout,
-      ]);
+      const job = await Promise.race([encodeJob(batch.map((p) => p.write), compression).then((data) => queue.add(WRITE_JOB_NAME, data)), timeout]);
       if (job.id === undefined) throw new Error('BullMQ returned a job without id');
       const jobId = job.id;
       metrics.enqueueSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);

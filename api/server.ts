@@ -44,6 +44,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
     maxInFlight: config.batchMaxInFlight,
     timeoutMs: config.enqueueTimeoutMs,
     retryAfterSeconds: config.retryAfterSeconds,
+    compression: config.queueCompression,
   });
   const app = createApp({
     logger,

@@ -346,9 +346,9 @@ async function jobJsonBytesPerWrite(queue: Queue): Promise<number> {
   let bytes = 0;
   let writes = 0;
   for (const j of jobs) {
-    const data = j.data as { writes?: unknown[] };
+    const data = j.data as { writes?: unknown[]; n?: number };
     bytes += Buffer.byteLength(JSON.stringify(j.data));
-    writes += data.writes?.length ?? 0;
+    writes += data.writes?.length ?? data.n ?? 0; // plain (v1) or deflated (v2) job
   }
   return writes > 0 ? bytes / writes : Number.NaN;
 }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import * as v from 'valibot';
+import { JOB_COMPRESSIONS, type JobCompression } from './job-payload.js';
 
 /** One configured API key. The secret itself is never kept: only its SHA-256 digest. */
 export interface ApiKeyConfig {
@@ -86,6 +87,7 @@ const EnvSchema = v.object({
   ID_SIGNING_SECRETS: v.optional(v.string()),
   QUEUE_NAME: v.pipe(v.optional(v.string(), 'feedback-writes'), v.regex(/^[A-Za-z0-9_-]{1,100}$/, 'QUEUE_NAME must be 1-100 of [A-Za-z0-9_-]')),
   BODY_LIMIT_BYTES: int('BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
+  QUEUE_COMPRESSION: v.optional(v.picklist(JOB_COMPRESSIONS, `QUEUE_COMPRESSION must be one of ${JOB_COMPRESSIONS.join(', ')}`), 'deflate'),
   BATCH_MAX_ITEMS: int('BATCH_MAX_ITEMS', 200, 1, 4000),
   BATCH_MAX_IN_FLIGHT: int('BATCH_MAX_IN_FLIGHT', 2, 1, 64),
   ENQUEUE_TIMEOUT_MS: int('ENQUEUE_TIMEOUT_MS', 1000, 10, 60_000),
@@ -135,6 +137,8 @@ export interface Config {
   readonly queueName: string;
   /** Largest accepted body, bytes. Default 1 MiB. */
   readonly bodyLimitBytes: number;
+  /** How the API packs a job's writes for Redis: `deflate` (default) or `none` (plain JSON, readable in Redis tools). */
+  readonly queueCompression: JobCompression;
   /** Most writes one queued job carries. Default 200. */
   readonly batchMaxItems: number;
   /** Most `queue.add` calls in flight per API process; more requests wait and join the next job. Default 2. */
@@ -216,6 +220,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     idSigningSecretIsDefault: secrets.length === 0,
     queueName: e.QUEUE_NAME,
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
+    queueCompression: e.QUEUE_COMPRESSION,
     batchMaxItems: e.BATCH_MAX_ITEMS,
     batchMaxInFlight: e.BATCH_MAX_IN_FLIGHT,
     enqueueTimeoutMs: e.ENQUEUE_TIMEOUT_MS,

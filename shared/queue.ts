@@ -1,7 +1,7 @@
 import { Queue, type JobsOptions } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Config } from './config.js';
-import type { JobPayload } from './schemas.js';
+import type { JobData } from './schemas.js';
 
 /** The one job name on the write queue. */
 export const WRITE_JOB_NAME = 'writes';
@@ -28,11 +28,11 @@ export function writeJobOptions(config: Pick<Config, 'jobAttempts' | 'jobBackoff
   };
 }
 
-export type WriteQueue = Queue<JobPayload, unknown, typeof WRITE_JOB_NAME>;
+export type WriteQueue = Queue<JobData, unknown, typeof WRITE_JOB_NAME>;
 
 /** The producer side of the queue contract. `connection` should be a `producer` Redis. */
 export function createWriteQueue(config: Pick<Config, 'queueName' | 'jobAttempts' | 'jobBackoffMs' | 'keepCompletedJobs' | 'keepFailedJobs'>, connection: Redis): WriteQueue {
-  return new Queue<JobPayload, unknown, typeof WRITE_JOB_NAME>(config.queueName, {
+  return new Queue<JobData, unknown, typeof WRITE_JOB_NAME>(config.queueName, {
     connection,
     defaultJobOptions: writeJobOptions(config),
   });

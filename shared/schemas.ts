@@ -238,6 +238,24 @@ export interface JobPayload {
   readonly writes: readonly Write[];
 }
 
+/** Version of the deflated job payload (see shared/job-payload.ts). */
+export const JOB_PAYLOAD_VERSION_DEFLATE = 2;
+
+/** A job whose writes are deflated: `z` is base64 of the deflate-raw JSON list of `n` writes. */
+export const JobEnvelopeDeflate = v.strictObject({
+  v: v.literal(JOB_PAYLOAD_VERSION_DEFLATE),
+  n: v.pipe(v.number(), v.integer(), v.minValue(1)),
+  z: v.pipe(v.string(), v.minLength(1), v.regex(/^[A-Za-z0-9+/]*={0,2}$/, 'is not base64')),
+});
+export interface DeflatedJobPayload {
+  readonly v: typeof JOB_PAYLOAD_VERSION_DEFLATE;
+  readonly n: number;
+  readonly z: string;
+}
+
+/** What a write job carries in Redis. */
+export type JobData = JobPayload | DeflatedJobPayload;
+
 export interface ValidationDetail {
   readonly path: string;
   readonly message: string;

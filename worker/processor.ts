@@ -3,7 +3,8 @@ import * as v from 'valibot';
 import { DeadLetterReason, type DeadLetterStore } from '../shared/dead-letters.js';
 import type { Logger } from '../shared/logger.js';
 import { acceptanceSeq } from '../shared/queue.js';
-import { JobEnvelope, Write } from '../shared/schemas.js';
+import { decodeJob } from '../shared/job-payload.js';
+import { Write } from '../shared/schemas.js';
 import { MongoError } from 'mongodb';
 import { RecordsPendingError, TransientStoreError, isTransientMongoError } from './errors.js';
 import type { WorkerMetrics } from './metrics.js';
@@ -58,9 +59,9 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
   async function processJob(job: Job, token?: string) {
     const log = logger.child({ job_id: job.id, attempt: job.attemptsMade + 1 });
     try {
-      const envelope = v.safeParse(JobEnvelope, job.data);
-      if (!envelope.success) {
-        const error = `job payload does not match the contract: ${envelope.issues.map((i) => i.message).join('; ')}`;
+      const envelope = decodeJob(job.data);
+      if (!envelope.ok) {
+        const error = envelope.error;
         await deadLetter(job, DeadLetterReason.malformedJob, error, null, job.data);
         log.error({ reason: DeadLetterReason.malformedJob }, 'malformed job dead-lettered');
         metrics.jobs.inc({ outcome: 'failed' });
@@ -69,7 +70,7 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
 
       const items: SequencedWrite[] = [];
       let deadLettered = 0;
-      for (const [index, raw] of envelope.output.writes.entries()) {
+      for (const [index, raw] of envelope.writes.entries()) {
         const parsed = v.safeParse(Write, raw);
         if (!parsed.success) {
           await deadLetter(job, DeadLetterReason.malformedWrite, parsed.issues.map((i) => `${v.getDotPath(i) ?? 'write'}: ${i.message}`).join('; '), index, raw);
@@ -142,13 +143,13 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
       const attempts = job.opts.attempts ?? 1;
       const final = job.attemptsMade >= attempts || /stalled/i.test(err.message);
       if (!final) return;
-      const envelope = v.safeParse(JobEnvelope, job.data);
+      const envelope = decodeJob(job.data);
       try {
-        if (!envelope.success) {
+        if (!envelope.ok) {
           await deadLetter(job, DeadLetterReason.jobFailed, err.message, null, job.data);
           return;
         }
-        for (const [index, raw] of envelope.output.writes.entries()) {
+        for (const [index, raw] of envelope.writes.entries()) {
           const seq = acceptanceSeq(job.id, index) ?? null;
           const parsed = v.safeParse(Write, raw);
           await deadLetter(job, DeadLetterReason.jobFailed, err.message, index, raw, seq === null ? undefined : { seq, ...(parsed.success ? { write: parsed.output } : {}) });

@@ -3,28 +3,49 @@ import autocannon from 'autocannon';
 /** Size of the record body the issue's measurements used. */
 export const RECORD_BODY_BYTES = 496;
 
-const FILLER =
-  'Open Settings, then Security, choose Reset password and follow the link we email you; the link works for one hour. ' +
-  'If no mail arrives, check the spam folder or ask an administrator to reset it for you. ';
+/** Words of a support chatbot's answers; each body draws its own sequence (see {@link answerText}). */
+const WORDS = (
+  'open settings then security choose reset password and follow the link we email you it works for one hour ' +
+  'if no mail arrives check spam folder or ask an administrator to reset account for your team billing invoice ' +
+  'plan upgrade downgrade cancel refund within days card payment failed retry update address export data csv ' +
+  'report dashboard filter date range timezone language notification mobile app desktop browser cache cookies ' +
+  'sign in two factor code authenticator sms backup codes device trusted session expired logout everywhere api ' +
+  'token scope webhook endpoint rate limit error retry later status page incident resolved contact support chat'
+).split(' ');
+
+/** Deterministic, different for each variant: compression of a job's writes is not flattered by repeats. */
+function answerText(variant: number, bytes: number): string {
+  let x = (variant * 2654435761 + 12345) >>> 0;
+  const out: string[] = [];
+  let length = 0;
+  while (length < bytes) {
+    x = (Math.imul(x ^ (x >>> 15), 2246822507) + 0x9e3779b9) >>> 0;
+    const word = WORDS[x % WORDS.length]!;
+    out.push(word);
+    length += word.length + 1;
+  }
+  return out.join(' ').slice(0, bytes);
+}
 
 /**
  * A `/feedback-record` body of exactly {@link RECORD_BODY_BYTES} bytes (the answer text is padded),
- * shaped like the SPEC's example: record with fields, external id and metadata, plus its first response.
+ * shaped like the SPEC's example: record with fields, external id and metadata, plus its first
+ * response. Each variant has its own answer text.
  */
 export function recordBody(datasetId: string, variant: number): string {
   const make = (answer: string) =>
     JSON.stringify({
       record: {
         feedback_dataset_id: datasetId,
-        field_to_value: { prompt: `How do I reset my password? (case ${variant})`, answer },
-        external_id: `conv-${8800 + variant}:turn-${(variant % 7) + 1}`,
+        field_to_value: { prompt: `How do I reset my password? (case ${variant % 1_000_000})`, answer },
+        external_id: `conv-${(8800 + variant) % 10_000_000}:turn-${(variant % 7) + 1}`,
         metadata: { model: 'gpt-x', locale: 'en' },
       },
-      response: { values: { helpful: variant % 2, ranking: ['answer', 'prompt'] }, status: 'submitted', user_id: `end-user-${variant}` },
+      response: { values: { helpful: variant % 2, ranking: ['answer', 'prompt'] }, status: 'submitted', user_id: `end-user-${variant % 1_000_000}` },
     });
   const base = Buffer.byteLength(make(''));
   const room = Math.max(10, RECORD_BODY_BYTES - base);
-  return make(FILLER.repeat(Math.ceil(room / FILLER.length) + 1).slice(0, room));
+  return make(answerText(variant, room));
 }
 
 /** A `/feedback-response` body: an annotator's update of an existing record. */
@@ -55,8 +76,8 @@ export interface Mix {
 }
 
 /**
- * A cycle of 10 requests each connection loops over: mostly `/feedback-record` (static bodies,
- * encoded once), the rest `/feedback-response` whose body is rebuilt per request so that the
+ * A cycle of 10 requests each connection loops over: mostly `/feedback-record` (each body its
+ * own variant), the rest `/feedback-response` whose body is rebuilt per request so that the
  * updates spread over many (record, annotator) pairs.
  */
 export function buildMix(options: MixOptions): Mix {
@@ -64,8 +85,13 @@ export function buildMix(options: MixOptions): Mix {
   const responses = options.responseTargets.length === 0 ? 0 : Math.round(options.responseShare * 10);
   const records = 10 - responses;
   const requests: autocannon.Request[] = [];
-  const recordBodies = Array.from({ length: records }, (_, i) => recordBody(options.datasetId, i));
-  for (const body of recordBodies) requests.push({ method: 'POST', path: '/feedback-record', headers, body });
+  // Record bodies are rebuilt per request (a new variant each time), as responses are: a job's
+  // writes then differ as real feedback does, and Redis-size figures are not flattered.
+  const recordBodies = [recordBody(options.datasetId, 0)];
+  let recordCounter = 1;
+  for (let i = 0; i < records; i++) {
+    requests.push({ method: 'POST', path: '/feedback-record', headers, setupRequest: (req) => ({ ...req, body: recordBody(options.datasetId, recordCounter++) }) });
+  }
   let counter = 0;
   const targets = options.responseTargets;
   let sampleResponse = '';

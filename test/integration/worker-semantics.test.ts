@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { Job } from 'bullmq';
-import { JOB_PAYLOAD_VERSION } from '../../shared/schemas.js';
+import { JOB_PAYLOAD_VERSION, JOB_PAYLOAD_VERSION_DEFLATE } from '../../shared/schemas.js';
 import { WRITE_JOB_NAME } from '../../shared/queue.js';
 import { COLLECTIONS, createMongo } from '../../shared/mongo.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
@@ -99,6 +99,26 @@ describe('worker semantics (ids, updates, order, idempotency, dead letters)', ()
       expect(again?.['field_to_value']).to.deep.equal(odd);
     } finally {
       await mongo.close();
+    }
+  });
+
+  it('queued jobs are deflated by default and plain JSON with QUEUE_COMPRESSION=none; the worker stores both', async () => {
+    const plain = await startStack(testConfig({ QUEUE_COMPRESSION: 'none', QUEUE_NAME: stack.config.queueName }), { worker: false });
+    try {
+      const a = await stack.post('/feedback-record', recordBody({ record: { field_to_value: { q: 'deflated' } } }));
+      const b = await plain.post('/feedback-record', recordBody({ record: { field_to_value: { q: 'plain' } } }));
+      expect([a.status, b.status]).to.deep.equal([200, 200]);
+      const jobs = await stack.api.queue.getJobs(['waiting']);
+      const versions = jobs.map((j) => (j.data as { v: number }).v).sort();
+      expect(versions).to.deep.equal([JOB_PAYLOAD_VERSION, JOB_PAYLOAD_VERSION_DEFLATE]);
+      const packed = jobs.find((j) => j.data.v === JOB_PAYLOAD_VERSION_DEFLATE)!.data as { n: number; z: string };
+      expect(packed.n).to.equal(1);
+      expect(JSON.stringify(packed)).to.not.include('deflated'); // the body is not readable in Redis
+      await stack.startWorker();
+      expect((await stored(() => records(stack.db).findOne({ _id: a.body.feedback_record_id }), 'deflated record'))['field_to_value']).to.deep.equal({ q: 'deflated' });
+      expect((await stored(() => records(stack.db).findOne({ _id: b.body.feedback_record_id }), 'plain record'))['field_to_value']).to.deep.equal({ q: 'plain' });
+    } finally {
+      await plain.close();
     }
   });
 

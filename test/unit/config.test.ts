@@ -98,6 +98,7 @@ describe('loadConfig (shared/config.ts)', () => {
       ['BODY_LIMIT_BYTES', { BODY_LIMIT_BYTES: '10' }],
       ['BODY_LIMIT_BYTES', { BODY_LIMIT_BYTES: '1mb' }],
       ['QUEUE_NAME', { QUEUE_NAME: 'has space' }],
+      ['QUEUE_COMPRESSION', { QUEUE_COMPRESSION: 'gzip' }],
       ['LOG_LEVEL', { LOG_LEVEL: 'verbose' }],
       ['WORKER_CONCURRENCY', { WORKER_CONCURRENCY: '0' }],
       ['ID_SIGNING_SECRETS', { ID_SIGNING_SECRETS: 'short' }],

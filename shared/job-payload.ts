@@ -1,0 +1,57 @@
+import { promisify } from 'node:util';
+import { deflateRaw, inflateRawSync, constants } from 'node:zlib';
+import * as v from 'valibot';
+import { JOB_PAYLOAD_VERSION, JOB_PAYLOAD_VERSION_DEFLATE, JobEnvelope, JobEnvelopeDeflate, type JobData, type Write } from './schemas.js';
+
+const deflateRawAsync = promisify(deflateRaw);
+
+/** How the API packs the writes of a job. `deflate` is the default (see README "Redis memory"). */
+export type JobCompression = 'deflate' | 'none';
+export const JOB_COMPRESSIONS: readonly JobCompression[] = ['deflate', 'none'];
+
+/**
+ * Largest inflated payload the worker accepts, bytes: a job carries at most 4,000 writes of at
+ * most the body limit, but a corrupt or hostile job must not make the worker allocate without
+ * bound. 512 MiB is far above any real job (200 × 1 MiB bodies by default).
+ */
+const MAX_INFLATED_BYTES = 512 * 1024 * 1024;
+
+/**
+ * Packs the writes of one job. With `deflate`, the JSON of the writes is deflated (level 1: the
+ * fastest; the writes of one job share most of their keys and much of their text) and carried as
+ * base64, so Redis holds well under the JSON size per write. Deflating runs on libuv's thread
+ * pool, off the API's event loop.
+ */
+export async function encodeJob(writes: readonly Write[], compression: JobCompression): Promise<JobData> {
+  if (compression === 'none') return { v: JOB_PAYLOAD_VERSION, writes };
+  const packed = await deflateRawAsync(JSON.stringify(writes), { level: constants.Z_BEST_SPEED });
+  return { v: JOB_PAYLOAD_VERSION_DEFLATE, n: writes.length, z: packed.toString('base64') };
+}
+
+export type DecodedJob = { readonly ok: true; readonly writes: readonly unknown[] } | { readonly ok: false; readonly error: string };
+
+/**
+ * Unpacks a job of any version this release knows (plain, or deflated). The writes are returned
+ * unvalidated: each is checked on its own, so one bad write does not sink its job.
+ */
+export function decodeJob(data: unknown, maxInflatedBytes = MAX_INFLATED_BYTES): DecodedJob {
+  const plain = v.safeParse(JobEnvelope, data);
+  if (plain.success) return { ok: true, writes: plain.output.writes };
+  const packed = v.safeParse(JobEnvelopeDeflate, data);
+  if (!packed.success) {
+    const version = typeof data === 'object' && data !== null ? (data as { v?: unknown }).v : undefined;
+    const issues = version === JOB_PAYLOAD_VERSION_DEFLATE ? packed.issues : plain.issues;
+    return { ok: false, error: `job payload does not match the contract: ${issues.map((i) => `${v.getDotPath(i) ?? 'job'}: ${i.message}`).join('; ')}` };
+  }
+  let writes: unknown;
+  try {
+    const bytes = Buffer.from(packed.output.z, 'base64');
+    writes = JSON.parse(inflateRawSync(bytes, { maxOutputLength: maxInflatedBytes }).toString('utf8'));
+  } catch (err) {
+    return { ok: false, error: `job payload could not be inflated: ${(err as Error).message}` };
+  }
+  if (!Array.isArray(writes) || writes.length !== packed.output.n) {
+    return { ok: false, error: `job payload holds ${Array.isArray(writes) ? `${writes.length} writes` : 'no list of writes'}, its header says ${packed.output.n}` };
+  }
+  return { ok: true, writes };
+}
