@@ -14,7 +14,7 @@ import { createLogger } from '../shared/logger.js';
 import { COLLECTIONS, mongoClientOptions } from '../shared/mongo.js';
 import type { RecordWrite } from '../shared/schemas.js';
 import { createFeedbackWriter } from '../worker/writer.js';
-import { buildMix, runLoad, type LoadResult, type LoadRun, type Mix } from './lib/load.js';
+import { buildMix, recordBody, runLoad, type LoadResult, type LoadRun, type Mix } from './lib/load.js';
 import { cpuSeconds, killAllSync, machineCpu, rssKb, spawnProc, stopAll, type Proc } from './lib/procs.js';
 import { bucketQuantile, bucketsDiff, scrape, sumOf, type Scrape } from './lib/prom.js';
 import { rawInsertManyRate } from './lib/raw.js';
@@ -641,8 +641,7 @@ async function runBurst(ctx: Ctx, size: number, index: number): Promise<BurstRes
 
 /** Records created through the real API and stored by the worker; the /feedback-response share targets them. */
 async function seed(ctx: Ctx, count: number): Promise<void> {
-  const mix = mixFor(ctx, 'bench_seed', 0);
-  const body = mix.requests[0]!.body as string;
+  const body = recordBody('bench_seed', 0);
   const ids: string[] = [];
   let next = 0;
   const one = async (): Promise<void> => {
