@@ -5,6 +5,7 @@ import { NoAnswer, send, type HttpAnswer } from './http.js';
 import { Ledger, type LedgerReport } from './ledger.js';
 import { msg, type ServiceProcess } from './procs.js';
 import { ledgerFigures, recordScenario } from './report.js';
+import { decodeJob } from '../../shared/job-payload.js';
 
 /**
  * Fault scenarios against the real `web` and `worker` processes, a durable Redis (AOF) and
@@ -326,7 +327,8 @@ describe('fault scenarios (real processes, durable Redis, FerretDB; ledger)', fu
     let neighboursStored = 0;
     for (const letter of letters) {
       const job = await c.queue().getJob(String(letter['job_id']));
-      const writes = (job?.data as { writes?: { request_id: string }[] } | undefined)?.writes ?? [];
+      const decoded = job === undefined ? undefined : decodeJob(job.data); // plain or deflated (QUEUE_COMPRESSION)
+      const writes = decoded?.ok === true ? (decoded.writes as { request_id: string }[]) : [];
       const others = writes.filter((w) => w.request_id !== letter['request_id']);
       if (others.length > 0) sharedJobs++;
       neighboursStored += others.filter((w) => l.entries.find((e) => e.tag === w.request_id)?.poison === false).length;
