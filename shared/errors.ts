@@ -5,7 +5,7 @@
 export const ErrorCode = {
   unauthorized: { status: 401, description: 'No Authorization header, or not `Bearer <token>`.' },
   invalid_api_key: { status: 401, description: 'The token is not a known, active API key.' },
-  forbidden: { status: 403, description: 'The key may not write to that dataset.' },
+  forbidden: { status: 403, description: 'The key may not write to that dataset, or an admin endpoint was called without the admin scope.' },
   invalid_json: { status: 400, description: 'The body is not valid JSON.' },
   validation_failed: { status: 400, description: 'Missing field, wrong type, bad value or unknown property; `details` lists each.' },
   invalid_header: { status: 400, description: 'A header has a bad value (for example an `Idempotency-Key` outside 1–255 printable characters).' },
@@ -16,6 +16,7 @@ export const ErrorCode = {
   record_not_found: { status: 404, description: 'The record is neither stored nor accepted and queued.' },
   method_not_allowed: { status: 405, description: 'Known path, wrong method; `Allow` lists the methods.' },
   idempotency_key_reused: { status: 409, description: 'The same `Idempotency-Key` was used with a different body.' },
+  dead_letter_not_retryable: { status: 409, description: 'The dead letter holds no single write that passes the queue contract (a whole malformed job, a malformed write); inspect it and purge it.' },
   idempotency_key_in_use: { status: 409, description: 'A request with the same `Idempotency-Key` is still being processed; retry shortly.' },
   payload_too_large: { status: 413, description: 'The body is larger than `BODY_LIMIT_BYTES`.' },
   unsupported_media_type: { status: 415, description: '`Content-Type` is present and not JSON, or names a charset that cannot be decoded.' },

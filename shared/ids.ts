@@ -4,19 +4,32 @@ const RECORD_PREFIX = 'rec_';
 const RESPONSE_PREFIX = 'rsp_';
 const BODY_BYTES = 16;
 const TAG_BYTES = 9;
+/** Where in the body the dataset fingerprint sits: after the 6-byte time prefix. */
+const FINGERPRINT_OFFSET = 6;
+const FINGERPRINT_BYTES = 4;
 /** Length of a record id: prefix + 22 base64url chars of body + 12 of tag. */
 export const RECORD_ID_LENGTH = RECORD_PREFIX.length + 22 + 12;
 
 export interface IdMinter {
-  /** A new record id: 48-bit time + 80 random bits, so ids sort roughly by creation. */
-  newRecordId(): string;
-  /** A record id derived from `seed` (an idempotent retry gets the same id). */
-  recordIdFromSeed(seed: string): string;
+  /**
+   * A new record id of `datasetId`: 48-bit time + 32-bit dataset fingerprint + 48 random bits,
+   * so ids sort roughly by creation and say which dataset they belong to (see {@link datasetMatches}).
+   */
+  newRecordId(datasetId: string): string;
+  /** A record id of `datasetId` derived from `seed` (an idempotent retry gets the same id). */
+  recordIdFromSeed(seed: string, datasetId: string): string;
   /**
    * True when `id` was minted by a process holding one of the secrets. Ids are disclosed only in
    * a 200, so a valid tag proves the record was accepted: it is stored or still queued.
    */
   isMintedRecordId(id: string): boolean;
+  /**
+   * True when the dataset fingerprint inside `recordId` is `datasetId`'s under one of the secrets.
+   * Lets the API check a scoped key against a record that may still be queued (not in MongoDB).
+   * Ids minted before fingerprints existed match no dataset. Does not check the tag: call
+   * {@link isMintedRecordId} for that.
+   */
+  datasetMatches(recordId: string, datasetId: string): boolean;
   /** The response id of a (record, annotator) pair; stable, so updates keep it. */
   responseId(recordId: string, userId: string): string;
 }
@@ -30,26 +43,46 @@ export function createIdMinter(secrets: readonly string[]): IdMinter {
   if (signer === undefined) throw new Error('createIdMinter needs at least one secret');
   const tag = (secret: string, body: Buffer): Buffer =>
     createHmac('sha256', secret).update('record-id\0').update(body).digest().subarray(0, TAG_BYTES);
-  const encode = (body: Buffer): string => RECORD_PREFIX + body.toString('base64url') + tag(signer, body).toString('base64url');
+  // Keyed by a secret so that a client cannot compute which fingerprint a dataset has.
+  const fingerprint = (secret: string, datasetId: string): Buffer =>
+    createHmac('sha256', secret).update('dataset\0').update(datasetId).digest().subarray(0, FINGERPRINT_BYTES);
+  const encode = (body: Buffer, datasetId: string): string => {
+    fingerprint(signer, datasetId).copy(body, FINGERPRINT_OFFSET);
+    return RECORD_PREFIX + body.toString('base64url') + tag(signer, body).toString('base64url');
+  };
+  /** Body and tag of a well-formed id, or undefined. */
+  const decode = (id: string): { body: Buffer; given: Buffer } | undefined => {
+    if (id.length !== RECORD_ID_LENGTH || !id.startsWith(RECORD_PREFIX)) return undefined;
+    const body = Buffer.from(id.slice(RECORD_PREFIX.length, RECORD_PREFIX.length + 22), 'base64url');
+    const given = Buffer.from(id.slice(RECORD_PREFIX.length + 22), 'base64url');
+    if (body.length !== BODY_BYTES || given.length !== TAG_BYTES) return undefined;
+    // base64url decoding ignores unused bits and accepts + and /: only the canonical spelling counts.
+    if (RECORD_PREFIX + body.toString('base64url') + given.toString('base64url') !== id) return undefined;
+    return { body, given };
+  };
 
   return {
-    newRecordId() {
+    newRecordId(datasetId) {
       const body = randomBytes(BODY_BYTES);
       body.writeUIntBE(Date.now(), 0, 6);
-      return encode(body);
+      return encode(body, datasetId);
     },
-    recordIdFromSeed(seed) {
-      return encode(createHash('sha256').update('record-seed\0').update(seed).digest().subarray(0, BODY_BYTES));
+    recordIdFromSeed(seed, datasetId) {
+      return encode(createHash('sha256').update('record-seed\0').update(seed).digest().subarray(0, BODY_BYTES), datasetId);
     },
     isMintedRecordId(id) {
-      if (id.length !== RECORD_ID_LENGTH || !id.startsWith(RECORD_PREFIX)) return false;
-      const body = Buffer.from(id.slice(RECORD_PREFIX.length, RECORD_PREFIX.length + 22), 'base64url');
-      const given = Buffer.from(id.slice(RECORD_PREFIX.length + 22), 'base64url');
-      if (body.length !== BODY_BYTES || given.length !== TAG_BYTES) return false;
-      // base64url decoding ignores unused bits and accepts + and /: only the canonical spelling counts.
-      if (RECORD_PREFIX + body.toString('base64url') + given.toString('base64url') !== id) return false;
+      const decoded = decode(id);
+      if (decoded === undefined) return false;
       let ok = false;
-      for (const secret of secrets) ok = timingSafeEqual(tag(secret, body), given) || ok;
+      for (const secret of secrets) ok = timingSafeEqual(tag(secret, decoded.body), decoded.given) || ok;
+      return ok;
+    },
+    datasetMatches(recordId, datasetId) {
+      const decoded = decode(recordId);
+      if (decoded === undefined) return false;
+      const given = decoded.body.subarray(FINGERPRINT_OFFSET, FINGERPRINT_OFFSET + FINGERPRINT_BYTES);
+      let ok = false;
+      for (const secret of secrets) ok = timingSafeEqual(fingerprint(secret, datasetId), given) || ok;
       return ok;
     },
     responseId(recordId, userId) {

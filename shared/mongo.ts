@@ -7,6 +7,8 @@ export const COLLECTIONS = {
   /** Ordering log of response updates; pruned down to the newest version per response. */
   responseVersions: 'feedback_response_versions',
   deadLetters: 'feedback_dead_letters',
+  /** Keys managed with `npm run keys`, by SHA-256 of the secret (see shared/api-keys.ts). */
+  apiKeys: 'api_keys',
 } as const;
 
 export interface MongoHandle {

@@ -3,8 +3,15 @@ import type { Middleware } from 'koa';
 import type { ApiKeyConfig } from '../../shared/config.js';
 import { AppError } from '../../shared/errors.js';
 
+/** The key a request authenticated with; `ctx.state['apiKey']`. */
 export interface AuthenticatedKey {
   readonly name: string;
+  /** Datasets the key may write to; null = any (every `API_KEYS` key). */
+  readonly datasets: readonly string[] | null;
+  /** May call the admin endpoints (`/admin/...`). */
+  readonly admin: boolean;
+  /** The key's own write limit per minute (stored keys only); absent = the configured default. */
+  readonly rateLimitPerMinute?: number;
 }
 
 export interface KeyVerifier {
@@ -14,19 +21,40 @@ export interface KeyVerifier {
 
 /**
  * Compares SHA-256 digests with timingSafeEqual against every configured key, without stopping
- * at a match, so neither the secret's bytes nor its position leak through timing.
+ * at a match, so neither the secret's bytes nor its position leak through timing. Keys named in
+ * `adminNames` (`ADMIN_API_KEY_NAMES`) carry the admin scope; none is limited to datasets.
  */
-export function createKeyVerifier(keys: readonly ApiKeyConfig[]): KeyVerifier {
+export function createKeyVerifier(keys: readonly ApiKeyConfig[], options: { adminNames?: readonly string[] } = {}): KeyVerifier {
+  const admins = new Set(options.adminNames ?? []);
+  const scoped = keys.map((key) => ({ digest: key.digest, key: Object.freeze({ name: key.name, datasets: null, admin: admins.has(key.name) }) }));
   return {
     verify(token) {
       const digest = createHash('sha256').update(token, 'utf8').digest();
       let found: AuthenticatedKey | undefined;
-      for (const key of keys) {
-        if (timingSafeEqual(digest, key.digest) && found === undefined) found = { name: key.name };
+      for (const entry of scoped) {
+        if (timingSafeEqual(digest, entry.digest) && found === undefined) found = entry.key;
       }
       return found;
     },
   };
+}
+
+/** Tries each verifier in order (the `API_KEYS` keys, then the keys stored in MongoDB). */
+export function chainKeyVerifiers(...verifiers: readonly KeyVerifier[]): KeyVerifier {
+  return {
+    verify(token) {
+      for (const verifier of verifiers) {
+        const key = verifier.verify(token);
+        if (key !== undefined) return key;
+      }
+      return undefined;
+    },
+  };
+}
+
+/** True when `key` may write to `datasetId`. */
+export function mayWriteDataset(key: AuthenticatedKey, datasetId: string): boolean {
+  return key.datasets === null || key.datasets.includes(datasetId);
 }
 
 const BEARER_RE = /^Bearer +([\x21-\x7e]+) *$/i;

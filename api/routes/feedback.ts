@@ -13,7 +13,7 @@ import {
 import type { BacklogMonitor } from '../backlog.js';
 import type { Enqueuer } from '../enqueuer.js';
 import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore } from '../idempotency.js';
-import type { AuthenticatedKey } from '../middleware/auth.js';
+import { mayWriteDataset, type AuthenticatedKey } from '../middleware/auth.js';
 
 /** The 200 body of both write endpoints. */
 export interface AcceptedBody {
@@ -118,8 +118,12 @@ export function postFeedbackRecord(deps: FeedbackRouteDeps) {
   return async (ctx: Context): Promise<void> => {
     const body = parse(FeedbackRecordBody, ctx.request.body);
     const key = ctx.state['apiKey'] as AuthenticatedKey;
+    if (!mayWriteDataset(key, body.record.feedback_dataset_id)) {
+      throw new AppError('forbidden', `this API key may not write to the dataset ${JSON.stringify(body.record.feedback_dataset_id)}`);
+    }
     await accept(ctx, deps, 'feedback-record', ctx.request.body, (seed) => {
-      const recordId = seed === undefined ? deps.ids.newRecordId() : deps.ids.recordIdFromSeed(seed);
+      const datasetId = body.record.feedback_dataset_id;
+      const recordId = seed === undefined ? deps.ids.newRecordId(datasetId) : deps.ids.recordIdFromSeed(seed, datasetId);
       const userId = body.response.user_id ?? key.name;
       const responseId = deps.ids.responseId(recordId, userId);
       const write: Write = {
@@ -143,6 +147,11 @@ export function postFeedbackResponse(deps: FeedbackRouteDeps) {
     const key = ctx.state['apiKey'] as AuthenticatedKey;
     if (!deps.ids.isMintedRecordId(body.feedback_record_id)) {
       throw new AppError('record_not_found', 'no record has this feedback_record_id');
+    }
+    // The record may still be queued, so its dataset is read from the fingerprint in its id.
+    // Ids minted before fingerprints existed match no dataset: scoped keys cannot answer them.
+    if (key.datasets !== null && !key.datasets.some((d) => deps.ids.datasetMatches(body.feedback_record_id, d))) {
+      throw new AppError('forbidden', 'this API key may not write to the dataset of this record');
     }
     await accept(ctx, deps, 'feedback-response', ctx.request.body, () => {
       const userId = body.response.user_id ?? key.name;

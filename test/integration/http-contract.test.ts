@@ -853,7 +853,7 @@ describe('POST /feedback-response', () => {
 
   describe('records and response ids', () => {
     it('404 record_not_found for ids the API did not mint', async () => {
-      const foreign = createIdMinter(['another-secret-nobody-uses-0123']).newRecordId();
+      const foreign = createIdMinter(['another-secret-nobody-uses-0123']).newRecordId('ds_test');
       const sameShape = `rec_${'A'.repeat(22)}${'B'.repeat(12)}`;
       for (const id of ['rec_unknown', 'x', sameShape, foreign, `${recordId}x`, recordId.slice(0, -1)]) {
         const res = await stack.post('/feedback-response', { feedback_record_id: id, response: { status: 'draft', values: { a: 1 } } });
