@@ -36,7 +36,8 @@ function leafProblem(value: unknown): string | undefined {
   return undefined;
 }
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
+/** Exported so that api/openapi.ts can recognise the `v.custom` object checks of this file. */
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
@@ -89,6 +90,12 @@ export function jsonObject(level: number) {
         }
       }
     }),
+    // JSON Schema cannot say this (rawCheck above): the OpenAPI document shows it as a description.
+    v.description(
+      `Any JSON object. Keys at every depth: 1 to ${KEY_NAME_MAX_LENGTH} characters, not starting with $, no ".", no NUL, ` +
+        `not __proto__, constructor or prototype. Nesting at most ${MAX_JSON_DEPTH} levels (the body is level 1); ` +
+        'numbers within the double range; no unpaired surrogates in strings or keys.',
+    ),
   );
 }
 
@@ -112,7 +119,11 @@ function closedObject<const E extends v.ObjectEntries>(entries: E, message = 'mu
   );
 }
 
-const nonEmptyObject = v.check((o: Record<string, unknown>) => Object.keys(o).length > 0, 'must have at least one key');
+/** Exported so that api/openapi.ts can turn the check into `minProperties: 1`. */
+export function hasAnyKey(o: Record<string, unknown>): boolean {
+  return Object.keys(o).length > 0;
+}
+const nonEmptyObject = v.check(hasAnyKey, 'must have at least one key');
 /** `values` may be empty only when the response is discarded. */
 const VALUES_EMPTY_MESSAGE = 'must have at least one key unless status is discarded';
 

@@ -1,0 +1,349 @@
+import { toJsonSchema, type ConversionConfig, type JsonSchema } from '@valibot/to-json-schema';
+import * as v from 'valibot';
+import { ErrorCode, type ErrorDetail } from '../shared/errors.js';
+import { FeedbackRecordBody, FeedbackResponseBody, hasAnyKey, isPlainObject, ResponseStatus } from '../shared/schemas.js';
+import type { AcceptedBody } from './routes/feedback.js';
+
+/** An OpenAPI 3.1 document, as plain JSON. */
+export type OpenApiDocument = Record<string, unknown>;
+
+/**
+ * Version of the HTTP contract described (OpenAPI `info.version`), not of the package: bumped
+ * when a client would have to change.
+ */
+export const API_CONTRACT_VERSION = '1.0.0';
+
+function noteOf(message: unknown): string | undefined {
+  return typeof message === 'string' ? message : undefined;
+}
+
+function withNote(schema: JsonSchema, note: string | undefined): JsonSchema {
+  if (note === undefined) return schema;
+  const also = `Also checked by the API: ${note}.`;
+  return { ...schema, description: schema.description === undefined ? also : `${schema.description} ${also}` };
+}
+
+/**
+ * How the valibot schemas of shared/schemas.ts become JSON Schema 2020-12 (the dialect of
+ * OpenAPI 3.1). Anything the converter does not know and that is not handled below throws
+ * (errorMode 'throw'), so a new construct in the schemas fails the OpenAPI test instead of
+ * silently documenting less than the API checks.
+ *
+ * `typeMode: 'output'` starts each pipe at its last schema: closedObject() is
+ * `pipe(custom(isPlainObject), rawCheck, objectWithRest(entries, never), transform)`, and the
+ * object schema is the part JSON Schema can express.
+ */
+const CONVERSION: ConversionConfig = {
+  target: 'draft-2020-12',
+  typeMode: 'output',
+  errorMode: 'throw',
+  overrideSchema({ valibotSchema, jsonSchema }) {
+    // jsonObject(): a plain-object check; its key and depth rules travel in its description.
+    if (valibotSchema.type === 'custom' && (valibotSchema as { check?: unknown }).check === isPlainObject) {
+      return { ...jsonSchema, type: 'object' };
+    }
+    // closedObject(): `additionalProperties: false` says what `{not: {}}` says, more readably.
+    if (valibotSchema.type === 'object_with_rest' && (valibotSchema as { rest?: { type?: unknown } }).rest?.type === 'never') {
+      return { ...jsonSchema, additionalProperties: false };
+    }
+    return undefined;
+  },
+  overrideAction({ valibotAction, jsonSchema }) {
+    const action = valibotAction as { type: string; requirement?: unknown; message?: unknown };
+    switch (action.type) {
+      case 'check':
+        if (action.requirement === hasAnyKey) return { ...jsonSchema, minProperties: 1 };
+        // e.g. "must not contain unpaired surrogates": not expressible, so stated in words.
+        return withNote(jsonSchema, noteOf(action.message));
+      case 'partial_check':
+        // "values must have at least one key unless status is discarded".
+        return withNote(jsonSchema, noteOf(action.message));
+      case 'raw_check':
+        // jsonObject()'s key/depth walk (described by its v.description) and closedObject()'s
+        // report of __proto__-like keys (already excluded by additionalProperties: false).
+        return jsonSchema;
+      case 'transform':
+        // closedObject()'s only transform is a type-level cast; the value is unchanged.
+        return jsonSchema;
+      default:
+        return undefined;
+    }
+  },
+};
+
+function jsonSchemaOf(schema: v.GenericSchema): JsonSchema {
+  // `$schema` is implied by OpenAPI 3.1's dialect; repeated inside components it is noise.
+  const converted = toJsonSchema(schema, CONVERSION);
+  delete converted.$schema;
+  return converted;
+}
+
+/** The 200 body of both write endpoints (documentation only: the API builds it itself). */
+const AcceptedResponse = v.object({
+  feedback_record_id: v.pipe(v.string(), v.description('Minted by the API before queueing; usable at once with POST /feedback-response.')),
+  feedback_response_id: v.pipe(v.string(), v.description('The same for the same (record, annotator): a later call updates that response.')),
+  status: ResponseStatus,
+});
+// The documented 200 body and the one the routes build must not drift apart.
+const acceptedMatches: [v.InferOutput<typeof AcceptedResponse>, AcceptedBody] extends [AcceptedBody, v.InferOutput<typeof AcceptedResponse>] ? true : never = true;
+void acceptedMatches;
+
+const ReadinessResponse = v.object({
+  status: v.picklist(['ready', 'not_ready']),
+  redis: v.picklist(['up', 'down']),
+  backlog_jobs: v.nullable(v.number()),
+  overloaded: v.boolean(),
+});
+
+const HealthResponse = v.object({ status: v.literal('ok') });
+
+const ERROR_CODES = Object.keys(ErrorCode) as ErrorCode[];
+
+/** The error shape of the contract, with `code` limited to `codes`. */
+function errorBody(codes: readonly ErrorCode[]) {
+  const detail = v.object({ path: v.string(), message: v.string() });
+  // The documented detail and the one the API renders must not drift apart.
+  const detailMatches: v.InferOutput<typeof detail> extends ErrorDetail ? true : never = true;
+  void detailMatches;
+  return v.object({
+    error: v.object({
+      code: v.picklist(codes),
+      message: v.pipe(v.string(), v.description('For humans; may change. Match on `code`.')),
+      details: v.exactOptional(v.pipe(v.array(detail), v.description('With `validation_failed` only: every problem, with its JSON path.'))),
+    }),
+  });
+}
+
+/** Codes any request can get, whatever its path: Node's parser refusals and bugs. */
+const TRANSPORT_CODES = ['bad_request', 'request_timeout', 'headers_too_large', 'internal_error'] as const satisfies readonly ErrorCode[];
+/** Codes of both write endpoints, in the order of the middleware that can raise them. */
+const WRITE_CODES = [
+  ...TRANSPORT_CODES,
+  'unauthorized',
+  'invalid_api_key',
+  'forbidden',
+  'rate_limited',
+  'unsupported_media_type',
+  'payload_too_large',
+  'invalid_json',
+  'validation_failed',
+  'invalid_header',
+  'overloaded',
+  'idempotency_key_reused',
+  'idempotency_key_in_use',
+  'queue_unavailable',
+] as const satisfies readonly ErrorCode[];
+/** Codes of no operation in particular: any unknown path, any known path with the wrong method. */
+const ANY_PATH_CODES = ['not_found', 'method_not_allowed'] as const satisfies readonly ErrorCode[];
+
+const STATUS_TEXT: Readonly<Record<number, string>> = {
+  400: 'Bad request',
+  401: 'Not authenticated',
+  403: 'Forbidden',
+  404: 'Not found',
+  405: 'Method not allowed',
+  408: 'Request timeout',
+  409: 'Conflict',
+  413: 'Payload too large',
+  415: 'Unsupported media type',
+  429: 'Too many requests',
+  431: 'Request headers too large',
+  500: 'Internal error',
+  503: 'Service unavailable',
+};
+
+const ref = (name: string) => ({ $ref: `#/components/headers/${name}` });
+const X_REQUEST_ID_HEADERS = { 'X-Request-Id': ref('X-Request-Id') };
+/** Sent on every write answered after authentication while a rate limit applies to the key. */
+const RATE_LIMIT_HEADERS = { 'RateLimit-Limit': ref('RateLimit-Limit'), 'RateLimit-Remaining': ref('RateLimit-Remaining'), 'RateLimit-Reset': ref('RateLimit-Reset') };
+
+/** Headers each error status carries besides X-Request-Id. */
+function errorHeaders(status: number, codes: readonly ErrorCode[]): Record<string, unknown> {
+  const headers: Record<string, unknown> = { ...X_REQUEST_ID_HEADERS };
+  if (status === 401) headers['WWW-Authenticate'] = ref('WWW-Authenticate');
+  if (status === 405) headers['Allow'] = ref('Allow');
+  if (status === 503 || status === 429) headers['Retry-After'] = ref('Retry-After');
+  if (status === 409 && codes.includes('idempotency_key_in_use')) headers['Retry-After'] = ref('Retry-After');
+  return status === 429 ? { ...headers, ...RATE_LIMIT_HEADERS } : headers;
+}
+
+/** One response object per status, `code` limited to the given codes of that status. */
+function errorResponses(codes: readonly ErrorCode[]): Record<string, unknown> {
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of codes) {
+    const status = ErrorCode[code].status;
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
+  }
+  const out: Record<string, unknown> = {};
+  for (const [status, group] of [...byStatus].sort(([a], [b]) => a - b)) {
+    out[String(status)] = {
+      description: `${STATUS_TEXT[status] ?? 'Error'}: ${group.map((code) => `\`${code}\` (${ErrorCode[code].description})`).join('; ')}`,
+      headers: errorHeaders(status, group),
+      content: { 'application/json': { schema: jsonSchemaOf(errorBody(group)) } },
+    };
+  }
+  return out;
+}
+
+function jsonContent(schema: unknown) {
+  return { 'application/json': { schema } };
+}
+
+function writeOperation(options: { operationId: string; summary: string; description: string; body: string; codes: readonly ErrorCode[] }) {
+  return {
+    operationId: options.operationId,
+    summary: options.summary,
+    description: options.description,
+    security: [{ bearerAuth: [] }],
+    parameters: [{ $ref: '#/components/parameters/Idempotency-Key' }, { $ref: '#/components/parameters/X-Request-Id' }],
+    requestBody: {
+      required: true,
+      description: 'JSON (`application/json`, `application/*+json`, UTF-8; a missing `Content-Type` is read as JSON).',
+      content: jsonContent({ $ref: `#/components/schemas/${options.body}` }),
+    },
+    responses: {
+      '200': {
+        description: 'The write is in Redis, acknowledged, and will reach MongoDB.',
+        headers: { ...X_REQUEST_ID_HEADERS, 'Idempotent-Replayed': ref('Idempotent-Replayed'), ...RATE_LIMIT_HEADERS },
+        content: jsonContent({ $ref: '#/components/schemas/AcceptedResponse' }),
+      },
+      ...errorResponses(options.codes),
+    },
+  };
+}
+
+function serviceOperation(options: { operationId: string; summary: string; responses: Record<string, unknown> }) {
+  return {
+    operationId: options.operationId,
+    summary: options.summary,
+    security: [],
+    parameters: [{ $ref: '#/components/parameters/X-Request-Id' }],
+    responses: { ...options.responses, ...errorResponses(TRANSPORT_CODES) },
+  };
+}
+
+/**
+ * The OpenAPI 3.1 document of the API. Request bodies are converted from the valibot schemas
+ * the routes validate with (shared/schemas.ts); what JSON Schema cannot express is said in
+ * descriptions (see CONVERSION). Pure: build it once, serve it many times.
+ */
+export function createOpenApiDocument(): OpenApiDocument {
+  const perStatus: Record<string, unknown> = {};
+  for (const [status, response] of Object.entries(errorResponses(ERROR_CODES))) {
+    perStatus[`Error${status}`] = response;
+  }
+  const anyPath = errorResponses(ANY_PATH_CODES);
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'feedback-ingest',
+      version: API_CONTRACT_VERSION,
+      description:
+        'Collects human feedback on LLM and chatbot output. A 200 means the write is in Redis, acknowledged, and will reach MongoDB. ' +
+        'Every response carries `X-Request-Id`. Every error has the shape `{"error": {code, message, details?}}`. ' +
+        'Any unknown path answers 404 `not_found` (components.responses.NotFound) and a known path with a wrong method ' +
+        '405 `method_not_allowed` with `Allow` (components.responses.MethodNotAllowed).',
+    },
+    paths: {
+      '/feedback-record': {
+        post: writeOperation({
+          operationId: 'postFeedbackRecord',
+          summary: 'Create a record and its first response',
+          description: 'Live chatbot use: one record plus its first response per call. The API mints both ids before queueing.',
+          body: 'FeedbackRecordBody',
+          codes: WRITE_CODES,
+        }),
+      },
+      '/feedback-response': {
+        post: writeOperation({
+          operationId: 'postFeedbackResponse',
+          summary: 'Add or update a response to an existing record',
+          description:
+            'Annotation tools. One response per (record, annotator): a later call for the same pair updates `status` and `values` and keeps the response id.',
+          body: 'FeedbackResponseBody',
+          codes: [...WRITE_CODES, 'record_not_found'],
+        }),
+      },
+      '/healthz': {
+        get: serviceOperation({
+          operationId: 'getHealthz',
+          summary: 'The process is up',
+          responses: { '200': { description: 'Up.', headers: X_REQUEST_ID_HEADERS, content: jsonContent(jsonSchemaOf(HealthResponse)) } },
+        }),
+      },
+      '/readyz': {
+        get: serviceOperation({
+          operationId: 'getReadyz',
+          summary: 'Redis answers and the backlog is under the ceiling',
+          responses: {
+            '200': { description: 'Ready.', headers: X_REQUEST_ID_HEADERS, content: jsonContent({ $ref: '#/components/schemas/ReadinessResponse' }) },
+            '503': { description: 'Not ready: Redis does not answer, or the backlog is above `BACKLOG_MAX_JOBS`.', headers: X_REQUEST_ID_HEADERS, content: jsonContent({ $ref: '#/components/schemas/ReadinessResponse' }) },
+          },
+        }),
+      },
+      '/metrics': {
+        get: serviceOperation({
+          operationId: 'getMetrics',
+          summary: 'Prometheus metrics of this API process',
+          responses: { '200': { description: 'Prometheus text exposition format.', headers: X_REQUEST_ID_HEADERS, content: { 'text/plain': { schema: { type: 'string' } } } } },
+        }),
+      },
+      '/openapi.json': {
+        get: serviceOperation({
+          operationId: 'getOpenApi',
+          summary: 'This document',
+          responses: { '200': { description: 'OpenAPI 3.1.', headers: X_REQUEST_ID_HEADERS, content: jsonContent({ type: 'object' }) } },
+        }),
+      },
+    },
+    components: {
+      securitySchemes: {
+        bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key: `Authorization: Bearer <key>`.' },
+      },
+      schemas: {
+        FeedbackRecordBody: jsonSchemaOf(FeedbackRecordBody),
+        FeedbackResponseBody: jsonSchemaOf(FeedbackResponseBody),
+        AcceptedResponse: jsonSchemaOf(AcceptedResponse),
+        ReadinessResponse: jsonSchemaOf(ReadinessResponse),
+        Error: jsonSchemaOf(errorBody(ERROR_CODES)),
+        ErrorCode: {
+          type: 'string',
+          description: 'Every `error.code` the API can answer with.',
+          oneOf: ERROR_CODES.map((code) => ({ const: code, description: `HTTP ${ErrorCode[code].status}. ${ErrorCode[code].description}` })),
+        },
+      },
+      parameters: {
+        'Idempotency-Key': {
+          name: 'Idempotency-Key',
+          in: 'header',
+          required: false,
+          description:
+            '1 to 255 printable characters (else 400 `invalid_header`). A repeat by the same API key within `IDEMPOTENCY_TTL_SECONDS` returns the first 200 body and stores nothing new; with another body, 409 `idempotency_key_reused`.',
+          schema: { type: 'string', minLength: 1, maxLength: 255 },
+        },
+        'X-Request-Id': {
+          name: 'X-Request-Id',
+          in: 'header',
+          required: false,
+          description: 'Echoed when 1 to 200 printable characters, else replaced by a new id; logged by the API and the worker job.',
+          schema: { type: 'string' },
+        },
+      },
+      headers: {
+        'X-Request-Id': { description: 'The request id (the caller\'s, if sane, else minted).', schema: { type: 'string' } },
+        'Idempotent-Replayed': { description: '`true` when the body is the replay of an earlier call with the same `Idempotency-Key`.', schema: { type: 'string', enum: ['true'] } },
+        'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer', minimum: 0 } },
+        'WWW-Authenticate': { description: '`Bearer` (no or malformed header) or `Bearer error="invalid_token"` (unknown key).', schema: { type: 'string' } },
+        Allow: { description: 'The methods the path accepts.', schema: { type: 'string' } },
+        'RateLimit-Limit': { description: 'Write requests per minute allowed to this API key (only when a rate limit applies to it).', schema: { type: 'integer', minimum: 0 } },
+        'RateLimit-Remaining': { description: 'Requests left in the current window.', schema: { type: 'integer', minimum: 0 } },
+        'RateLimit-Reset': { description: 'Seconds until the window resets.', schema: { type: 'integer', minimum: 0 } },
+      },
+      responses: {
+        ...perStatus,
+        NotFound: anyPath['404'],
+        MethodNotAllowed: anyPath['405'],
+      },
+    },
+  };
+}

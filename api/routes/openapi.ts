@@ -1,0 +1,11 @@
+import type { Context } from 'koa';
+import type { OpenApiDocument } from '../openapi.js';
+
+/** Serves the document serialised once: it cannot change while the process runs. */
+export function getOpenApi(document: OpenApiDocument) {
+  const json = JSON.stringify(document);
+  return (ctx: Context): void => {
+    ctx.type = 'application/json';
+    ctx.body = json;
+  };
+}

@@ -1,0 +1,207 @@
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { expect } from 'chai';
+import { createRequire } from 'node:module';
+import { ErrorCode } from '../../shared/errors.js';
+import { testConfig } from '../helpers/env.js';
+import { recordBody, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
+
+/*
+ * The OpenAPI document served by the real API: valid OpenAPI 3.1 (checked by a real validator),
+ * documents every error code, and its request schemas give the same verdict as the API itself
+ * on bodies whose rules JSON Schema can express.
+ */
+
+type Json = Record<string, any>;
+
+interface CompiledSchema {
+  (data: unknown): boolean;
+  errors?: unknown;
+}
+interface JsonSchemaValidator {
+  compile(schema: object): CompiledSchema;
+}
+
+/**
+ * Ajv 8 (JSON Schema 2020-12, OpenAPI 3.1's dialect) is installed as a dependency of the OpenAPI
+ * validator; the top-level `ajv` is eslint's Ajv 6, which knows only draft-07.
+ */
+function createJsonSchemaValidator(): JsonSchemaValidator {
+  const require = createRequire(createRequire(import.meta.url).resolve('@seriousme/openapi-schema-validator'));
+  const mod = require('ajv/dist/2020') as { default: new (options: object) => JsonSchemaValidator };
+  return new mod.default({ allErrors: true, strict: true });
+}
+
+function operation(doc: Json, path: string, method: string): Json {
+  const op = doc['paths']?.[path]?.[method] as Json | undefined;
+  expect(op, `${method.toUpperCase()} ${path} in the document`).to.be.an('object');
+  return op!;
+}
+
+/** The schema of a JSON response or request body, with a `#/components/schemas/X` reference resolved. */
+function schemaOf(doc: Json, holder: Json): Json {
+  const schema = holder['content']['application/json']['schema'] as Json;
+  const ref = schema['$ref'] as string | undefined;
+  if (ref === undefined) return schema;
+  const name = ref.replace('#/components/schemas/', '');
+  return doc['components']['schemas'][name] as Json;
+}
+
+/** Every `error.code` enum in the responses of `responses`, by status. */
+function codesByStatus(responses: Json): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const [status, response] of Object.entries(responses)) {
+    const codeEnum = (response as Json)['content']?.['application/json']?.['schema']?.['properties']?.['error']?.['properties']?.['code']?.['enum'] as string[] | undefined;
+    if (codeEnum !== undefined) out.set(status, codeEnum);
+  }
+  return out;
+}
+
+describe('GET /openapi.json', () => {
+  let stack: Stack;
+  let res: HttpResult;
+  let doc: Json;
+  let ajv: JsonSchemaValidator;
+
+  before(async () => {
+    stack = await startStack(testConfig(), { worker: false });
+    // No Authorization header: the document is public.
+    res = await stack.request('/openapi.json', { method: 'GET' });
+    doc = res.body as Json;
+    ajv = createJsonSchemaValidator();
+  });
+  after(async () => {
+    await stack?.close();
+  });
+
+  it('answers 200 JSON without authentication, with an X-Request-Id', () => {
+    expect(res.status, res.text).to.equal(200);
+    expect(res.headers.get('content-type') ?? '').to.match(/^application\/json/);
+    expect(res.headers.get('x-request-id')).to.be.a('string').and.not.equal('');
+    expect(doc['openapi']).to.equal('3.1.0');
+  });
+
+  it('is a valid OpenAPI 3.1 document', async () => {
+    const validator = new Validator();
+    const result = await validator.validate(structuredClone(doc));
+    expect(result.errors, JSON.stringify(result.errors, null, 2)).to.equal(undefined);
+    expect(result.valid).to.equal(true);
+    expect(validator.version).to.equal('3.1');
+    // The validator does reject: the same document with a response lacking its description.
+    const broken = structuredClone(doc);
+    delete broken['paths']['/healthz']['get']['responses']['200']['description'];
+    expect((await new Validator().validate(broken)).valid).to.equal(false);
+  });
+
+  it('documents every route the API serves', () => {
+    expect(Object.keys(doc['paths'] as Json)).to.include.members(['/feedback-record', '/feedback-response', '/healthz', '/readyz', '/metrics', '/openapi.json']);
+    for (const path of ['/feedback-record', '/feedback-response']) {
+      const op = operation(doc, path, 'post');
+      expect(op['security'], path).to.deep.equal([{ bearerAuth: [] }]);
+      expect(op['parameters'], path).to.deep.include({ $ref: '#/components/parameters/Idempotency-Key' });
+      expect(op['responses']['401']['headers'], path).to.have.property('WWW-Authenticate');
+      expect(op['responses']['503']['headers'], path).to.have.property('Retry-After');
+      expect(op['responses']['429']['headers'], path).to.have.property('Retry-After');
+    }
+    expect(doc['components']['securitySchemes']['bearerAuth']).to.include({ type: 'http', scheme: 'bearer' });
+    expect(doc['components']['responses']['MethodNotAllowed']['headers']).to.have.property('Allow');
+    for (const path of ['/healthz', '/readyz', '/metrics', '/openapi.json']) expect(operation(doc, path, 'get')['security'], path).to.deep.equal([]);
+  });
+
+  it('lists every ErrorCode, each under the response of its HTTP status', () => {
+    const listed = (doc['components']['schemas']['ErrorCode']['oneOf'] as Json[]).map((o) => o['const'] as string);
+    expect(listed).to.have.members(Object.keys(ErrorCode));
+    const perStatus = codesByStatus(doc['components']['responses'] as Json);
+    for (const [code, { status }] of Object.entries(ErrorCode)) {
+      expect(perStatus.get(`Error${status}`) ?? [], `${code} under components.responses.Error${status}`).to.include(code);
+    }
+  });
+
+  it('gives each write operation the codes it can answer with, by status', () => {
+    const record = codesByStatus(operation(doc, '/feedback-record', 'post')['responses'] as Json);
+    const response = codesByStatus(operation(doc, '/feedback-response', 'post')['responses'] as Json);
+    expect(record.get('400')).to.include.members(['invalid_json', 'validation_failed', 'invalid_header']);
+    expect(record.get('401')).to.have.members(['unauthorized', 'invalid_api_key']);
+    expect(record.get('503')).to.have.members(['queue_unavailable', 'overloaded']);
+    expect(record.get('404'), 'a record is never looked up by POST /feedback-record').to.equal(undefined);
+    expect(response.get('404')).to.have.members(['record_not_found']);
+    for (const ops of [record, response]) {
+      for (const [status, codes] of ops) {
+        for (const code of codes) expect(String(ErrorCode[code as ErrorCode].status), `${code} documented under ${status}`).to.equal(status);
+      }
+    }
+  });
+
+  describe('request schemas agree with the API', () => {
+    let recordId: string;
+    before(async () => {
+      const created = await stack.post('/feedback-record', recordBody());
+      expect(created.status, created.text).to.equal(200);
+      recordId = created.body.feedback_record_id as string;
+    });
+
+    const recordCases: readonly { name: string; body: () => unknown; valid: boolean }[] = [
+      { name: 'the test helper body', body: () => recordBody(), valid: true },
+      {
+        name: 'the SPEC example',
+        body: () => ({
+          record: { feedback_dataset_id: 'ds_support_bot', field_to_value: { prompt: 'How do I reset my password?', answer: 'Go to Settings…' }, external_id: 'conv-8812:turn-3', metadata: { model: 'gpt-x', locale: 'en' } },
+          response: { values: { helpful: 1, ranking: ['answer', 'prompt'] }, status: 'submitted', user_id: 'end-user-77' },
+        }),
+        valid: true,
+      },
+      { name: 'a discarded response with empty values', body: () => recordBody({ response: { values: {}, status: 'discarded' } }), valid: true },
+      { name: 'an unknown top-level property', body: () => ({ ...recordBody(), extra: 1 }), valid: false },
+      { name: 'an unknown property in record', body: () => recordBody({ record: { extra: 1 } }), valid: false },
+      { name: 'an unknown property in response', body: () => recordBody({ response: { extra: 1 } }), valid: false },
+      { name: 'no record', body: () => ({ response: { values: { helpful: 1 } } }), valid: false },
+      { name: 'a bad status', body: () => recordBody({ response: { status: 'final' } }), valid: false },
+      { name: 'an empty field_to_value', body: () => recordBody({ record: { field_to_value: {} } }), valid: false },
+      { name: 'a dataset id over 256 characters', body: () => recordBody({ record: { feedback_dataset_id: 'd'.repeat(257) } }), valid: false },
+      { name: 'a list as values', body: () => recordBody({ response: { values: [1] } }), valid: false },
+    ];
+
+    for (const c of recordCases) {
+      it(`POST /feedback-record: ${c.name} is ${c.valid ? 'accepted' : 'rejected'} by both`, async () => {
+        const check = ajv.compile(schemaOf(doc, operation(doc, '/feedback-record', 'post')['requestBody'] as Json));
+        const body = c.body();
+        expect(check(body), JSON.stringify(check.errors)).to.equal(c.valid);
+        const answer = await stack.post('/feedback-record', body);
+        expect(answer.status, answer.text).to.equal(c.valid ? 200 : 400);
+        // The API's answer matches the document's response schema for that status.
+        const documented = operation(doc, '/feedback-record', 'post')['responses'][String(answer.status)] as Json;
+        const checkAnswer = ajv.compile(schemaOf(doc, documented));
+        expect(checkAnswer(answer.body), `${answer.text} ${JSON.stringify(checkAnswer.errors)}`).to.equal(true);
+      });
+    }
+
+    const responseCases: readonly { name: string; body: (recordId: string) => unknown; valid: boolean }[] = [
+      { name: 'the SPEC example', body: (id) => ({ feedback_record_id: id, response: { status: 'draft', values: { helpful: 3 }, user_id: 'annotator-4' } }), valid: true },
+      { name: 'an unknown top-level property', body: (id) => ({ feedback_record_id: id, response: { status: 'draft', values: { helpful: 3 } }, extra: true }), valid: false },
+      { name: 'an unknown property in response', body: (id) => ({ feedback_record_id: id, response: { status: 'draft', values: { helpful: 3 }, score: 1 } }), valid: false },
+      { name: 'no status', body: (id) => ({ feedback_record_id: id, response: { values: { helpful: 3 } } }), valid: false },
+      { name: 'an empty feedback_record_id', body: () => ({ feedback_record_id: '', response: { status: 'draft', values: { helpful: 3 } } }), valid: false },
+    ];
+
+    for (const c of responseCases) {
+      it(`POST /feedback-response: ${c.name} is ${c.valid ? 'accepted' : 'rejected'} by both`, async () => {
+        const check = ajv.compile(schemaOf(doc, operation(doc, '/feedback-response', 'post')['requestBody'] as Json));
+        const body = c.body(recordId);
+        expect(check(body), JSON.stringify(check.errors)).to.equal(c.valid);
+        const answer = await stack.post('/feedback-response', body);
+        expect(answer.status, answer.text).to.equal(c.valid ? 200 : 400);
+        const documented = operation(doc, '/feedback-response', 'post')['responses'][String(answer.status)] as Json;
+        const checkAnswer = ajv.compile(schemaOf(doc, documented));
+        expect(checkAnswer(answer.body), `${answer.text} ${JSON.stringify(checkAnswer.errors)}`).to.equal(true);
+      });
+    }
+  });
+
+  it('describes a 401 the way the API answers it', async () => {
+    const answer = await stack.post('/feedback-record', recordBody(), { Authorization: 'Bearer not-a-key' });
+    expect(answer.status).to.equal(401);
+    const documented = operation(doc, '/feedback-record', 'post')['responses']['401'] as Json;
+    const check = ajv.compile(schemaOf(doc, documented));
+    expect(check(answer.body), JSON.stringify(check.errors)).to.equal(true);
+    expect(answer.headers.get('www-authenticate')).to.be.a('string');
+  });
+});
