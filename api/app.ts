@@ -1,4 +1,4 @@
-import Koa from 'koa';
+import Koa, { type Middleware } from 'koa';
 import { Router } from '@koa/router';
 import { AppError } from '../shared/errors.js';
 import type { IdMinter } from '../shared/ids.js';
@@ -7,12 +7,19 @@ import type { BacklogMonitor } from './backlog.js';
 import type { Enqueuer } from './enqueuer.js';
 import type { IdempotencyStore } from './idempotency.js';
 import type { ApiMetrics } from './metrics.js';
+import type { DeadLetterAdmin } from '../shared/dead-letter-admin.js';
+import { requireAdmin } from './middleware/admin.js';
 import { authenticate, type KeyVerifier } from './middleware/auth.js';
+import { DEAD_LETTERS_PATH, deleteDeadLetter, getDeadLetter, listDeadLetters, retryDeadLetter } from './routes/dead-letters.js';
 import { errorHandler } from './middleware/errors.js';
 import { jsonBody } from './middleware/json-body.js';
 import { requestId } from './middleware/request-id.js';
 import { postFeedbackRecord, postFeedbackResponse } from './routes/feedback.js';
 import { getHealthz, getMetrics, getReadyz } from './routes/service.js';
+import { createOpenApiDocument } from './openapi.js';
+import { getOpenApi } from './routes/openapi.js';
+import { createDashboard } from './dashboard.js';
+import type { WriteQueue } from '../shared/queue.js';
 
 export interface AppDeps {
   readonly logger: Logger;
@@ -24,6 +31,12 @@ export interface AppDeps {
   readonly backlog: BacklogMonitor;
   readonly bodyLimitBytes: number;
   readonly retryAfterSeconds: number;
+  /** Per-key rate limit of the write routes (api/rate-limit.ts), after authentication; absent = none (the benchmark's servers). */
+  readonly rateLimit?: Middleware;
+  /** The dead-letter tools behind `/admin/dead-letters` (admin scope); absent = not mounted (the benchmark's servers). */
+  readonly deadLetters?: DeadLetterAdmin;
+  /** The queue shown by the bull-board dashboard under `/admin/queues` (admin scope); absent = not mounted. */
+  readonly dashboardQueue?: WriteQueue;
 }
 
 /** Routes and middleware; never listens (api/main.ts does), so tests mount it on any server. */
@@ -33,13 +46,22 @@ export function createApp(deps: AppDeps): Koa {
   app.silent = true;
 
   const routeDeps = { enqueuer: deps.enqueuer, idempotency: deps.idempotency, ids: deps.ids, backlog: deps.backlog, retryAfterSeconds: deps.retryAfterSeconds };
-  const write = [authenticate(deps.keys), ...jsonBody({ limitBytes: deps.bodyLimitBytes })];
+  const write = [authenticate(deps.keys), ...(deps.rateLimit === undefined ? [] : [deps.rateLimit]), ...jsonBody({ limitBytes: deps.bodyLimitBytes })];
   const router = new Router();
   router.post('/feedback-record', ...write, postFeedbackRecord(routeDeps));
   router.post('/feedback-response', ...write, postFeedbackResponse(routeDeps));
   router.get('/healthz', getHealthz());
+  router.get('/openapi.json', getOpenApi(createOpenApiDocument()));
   router.get('/readyz', getReadyz(deps.backlog));
   router.get('/metrics', getMetrics(deps.metrics));
+  if (deps.deadLetters !== undefined) {
+    const admin = [authenticate(deps.keys), requireAdmin()];
+    const dl = { deadLetters: deps.deadLetters, retryAfterSeconds: deps.retryAfterSeconds };
+    router.get(DEAD_LETTERS_PATH, ...admin, listDeadLetters(dl));
+    router.get(`${DEAD_LETTERS_PATH}/:id`, ...admin, getDeadLetter(dl));
+    router.post(`${DEAD_LETTERS_PATH}/:id/retry`, ...admin, retryDeadLetter(dl));
+    router.delete(`${DEAD_LETTERS_PATH}/:id`, ...admin, deleteDeadLetter(dl));
+  }
 
   app.use(requestId());
   app.use(async (ctx, next) => {
@@ -69,6 +91,16 @@ export function createApp(deps: AppDeps): Koa {
     }
     if (ctx.status === 404 && ctx.body == null) throw new AppError('not_found', `no route for ${ctx.method} ${ctx.path}`);
   });
+  if (deps.dashboardQueue !== undefined) {
+    const keys = deps.keys;
+    app.use(createDashboard({
+      queue: deps.dashboardQueue,
+      authorize: (token) => {
+        const key = keys.verify(token);
+        return key === undefined ? 'unknown' : key.admin ? 'admin' : 'forbidden';
+      },
+    }));
+  }
   app.use(router.routes());
   app.use(router.allowedMethods());
   return app;

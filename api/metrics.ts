@@ -8,7 +8,13 @@ export interface ApiMetrics {
   readonly batchSize: Histogram;
   readonly rejected: Counter<'code'>;
   readonly backlogJobs: Gauge;
+  readonly rateLimitFailOpen: Counter;
+  /** Jobs of the write queue by state, read from Redis when /metrics is scraped (see {@link watchQueueDepth}). */
+  readonly queueJobs: Gauge<'state'>;
 }
+
+/** Queue states reported by `feedback_api_queue_jobs`: what an autoscaler of workers watches. */
+export const QUEUE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'failed'] as const;
 
 /** A registry of its own per app, so tests and several apps in one process never collide. */
 export function createApiMetrics(options: { defaultMetrics: boolean }): ApiMetrics {
@@ -22,5 +28,28 @@ export function createApiMetrics(options: { defaultMetrics: boolean }): ApiMetri
     batchSize: new Histogram({ name: 'feedback_api_enqueue_batch_size', help: 'Writes per queued job.', buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000], registers: [registry] }),
     rejected: new Counter({ name: 'feedback_api_rejected_total', help: 'Requests answered with an error, by error code.', labelNames: ['code'], registers: [registry] }),
     backlogJobs: new Gauge({ name: 'feedback_api_backlog_jobs', help: 'Waiting + delayed jobs at the last poll.', registers: [registry] }),
+    queueJobs: new Gauge({ name: 'feedback_api_queue_jobs', help: 'Jobs of the write queue by state (waiting, active, delayed, prioritized, failed), read at scrape time; each job carries up to BATCH_MAX_ITEMS writes.', labelNames: ['state'], registers: [registry] }),
+    rateLimitFailOpen: new Counter({ name: 'feedback_api_rate_limit_fail_open_total', help: 'Write requests let through unchecked because Redis did not answer the rate-limit check.', registers: [registry] }),
   };
+}
+
+/**
+ * Reads the queue's job counts into `queueJobs` before each scrape (one Redis round trip per
+ * scrape, none per request). When Redis does not answer within `timeoutMs` the last values stay,
+ * so /metrics keeps answering during an outage.
+ */
+export function watchQueueDepth(metrics: ApiMetrics, counts: (...states: string[]) => Promise<Record<string, number>>, timeoutMs: number): void {
+  const gauge = metrics.queueJobs as Gauge<'state'> & { collect?: () => Promise<void> };
+  const read = async () => {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const result = await Promise.race([counts(...QUEUE_STATES), new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), timeoutMs)))]);
+      if (result !== undefined) for (const state of QUEUE_STATES) gauge.set({ state }, result[state] ?? 0);
+    } catch {
+      // Redis unreachable: keep the last values; /readyz and the logs say why.
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  gauge.collect = read;
 }

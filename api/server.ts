@@ -1,3 +1,4 @@
+import type { JobType } from 'bullmq';
 import { randomUUID } from 'node:crypto';
 import { createServer, STATUS_CODES, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -13,8 +14,12 @@ import { createApp } from './app.js';
 import { createBacklogMonitor } from './backlog.js';
 import { createBatchingEnqueuer } from './enqueuer.js';
 import { createIdempotencyStore } from './idempotency.js';
-import { createApiMetrics } from './metrics.js';
-import { createKeyVerifier } from './middleware/auth.js';
+import { createApiMetrics, watchQueueDepth } from './metrics.js';
+import { createRateLimiter } from './rate-limit.js';
+import { chainKeyVerifiers, createKeyVerifier } from './middleware/auth.js';
+import { createKeyStore } from './key-store.js';
+import { createDeadLetterAdmin } from '../shared/dead-letter-admin.js';
+import { createMongo } from '../shared/mongo.js';
 
 export interface ApiServer {
   readonly server: Server;
@@ -35,6 +40,12 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   // the logger). The connection's own errors are already logged by createRedis.
   queue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
   const metrics = createApiMetrics({ defaultMetrics: true });
+  watchQueueDepth(metrics, (...states) => queue.getJobCounts(...(states as JobType[])), config.enqueueTimeoutMs);
+  // MongoDB serves the stored API keys (loaded in the background, never per request) and the
+  // dead-letter tools; writes never touch it.
+  const mongo = createMongo(config);
+  const keyStore = createKeyStore({ db: mongo.db, refreshMs: config.apiKeysRefreshMs, logger });
+  const keys = chainKeyVerifiers(createKeyVerifier(config.apiKeys, { adminNames: config.adminApiKeyNames }), keyStore);
   const backlog = createBacklogMonitor({ queue, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger, onSample: (jobs) => metrics.backlogJobs.set(jobs) });
   const enqueuer = createBatchingEnqueuer({
     queue,
@@ -49,17 +60,22 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   const app = createApp({
     logger,
     metrics,
-    keys: createKeyVerifier(config.apiKeys),
+    keys,
     ids: createIdMinter(config.idSigningSecrets),
     enqueuer,
     idempotency: createIdempotencyStore({ redis, prefix: `feedback-ingest:${config.queueName}`, ttlSeconds: config.idempotencyTtlSeconds, pendingTtlSeconds: config.idempotencyPendingTtlSeconds }),
     backlog,
     bodyLimitBytes: config.bodyLimitBytes,
     retryAfterSeconds: config.retryAfterSeconds,
+    dashboardQueue: queue,
+    deadLetters: createDeadLetterAdmin({ db: mongo.db, queue, compression: config.queueCompression }),
+    rateLimit: createRateLimiter({ redis, prefix: `feedback-ingest:${config.queueName}`, defaultPerMinute: config.rateLimitPerMinute, timeoutMs: config.enqueueTimeoutMs, logger, metrics }),
   });
 
   // Redis may be down at start: the API still starts (answering 503) and recovers by itself.
   redis.once('ready', () => void checkEvictionPolicy(redis, logger));
+  // Bounded: with MongoDB down the API starts with the API_KEYS keys and loads the others later.
+  await keyStore.start(config.mongodbTimeoutMs);
 
   // Node enforces the two timeouts below only when it sweeps its connections, every
   // connectionsCheckingInterval (30 s by default): a slowloris would get up to 30 s more.
@@ -93,6 +109,8 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
         backlog.stop();
         await queue.close();
         await redis.quit().catch(() => redis.disconnect());
+        await keyStore.close();
+        await mongo.close();
       })();
       return closing;
     },

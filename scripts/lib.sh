@@ -35,6 +35,26 @@ ensure_redis_binary() {
   fi
 }
 
+# Prints the path of a Chromium for the dashboard's browser test (playwright-core drives it),
+# installing Debian's chromium when missing. CHROMIUM_BIN overrides.
+ensure_chromium() {
+  if [[ -n "${CHROMIUM_BIN:-}" ]]; then
+    [[ -x "$CHROMIUM_BIN" ]] || die "CHROMIUM_BIN=$CHROMIUM_BIN is not an executable."
+    echo "$CHROMIUM_BIN"; return 0
+  fi
+  local bin
+  for bin in chromium chromium-browser google-chrome; do
+    if command -v "$bin" >/dev/null 2>&1; then command -v "$bin"; return 0; fi
+  done
+  if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing chromium with apt-get (for the dashboard's headless-browser test)…" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || die "apt-get install chromium failed."
+    command -v chromium || die "chromium still missing after apt-get."
+  else
+    die "chromium is missing (the dashboard test drives it): run 'sudo apt-get install chromium', or set CHROMIUM_BIN to a Chrome/Chromium binary."
+  fi
+}
+
 # Prints the path of the FerretDB binary, building it once (cached in .cache/ferretdb).
 ensure_ferretdb() {
   bash "$ROOT/scripts/ferretdb-build.sh" | tail -n 1

@@ -9,5 +9,7 @@ ensure_node_modules
 ensure_redis_binary
 FERRETDB_BIN="$(ensure_ferretdb)"
 export FERRETDB_BIN
+CHROMIUM_BIN="$(ensure_chromium)"
+export CHROMIUM_BIN
 export TEST_SUITE_NAME="${TEST_SUITE_NAME:-tests}"
 exec npx mocha "$@"

@@ -9,7 +9,8 @@ export interface ApiKeyConfig {
   readonly digest: Buffer;
 }
 
-const KEY_NAME_RE = /^[A-Za-z0-9_.@-]{1,64}$/;
+/** What an API key name may be (env keys and stored keys alike): it ends up as `api_key` and default `user_id`. */
+export const KEY_NAME_RE = /^[A-Za-z0-9_.@-]{1,64}$/;
 const SHA256_HEX_RE = /^[0-9a-fA-F]{64}$/;
 
 /** Thrown by {@link loadConfig}; `message` is the one line printed before exit. */
@@ -84,6 +85,8 @@ const EnvSchema = v.object({
   REDIS_TLS_REJECT_UNAUTHORIZED: bool('REDIS_TLS_REJECT_UNAUTHORIZED', true),
   MONGODB_URI: url('MONGODB_URI', 'mongodb://127.0.0.1:27017/feedback', ['mongodb:', 'mongodb+srv:']),
   API_KEYS: v.optional(v.string(), ''),
+  ADMIN_API_KEY_NAMES: v.optional(v.string(), ''),
+  API_KEYS_REFRESH_MS: int('API_KEYS_REFRESH_MS', 5000, 50, 3_600_000),
   ID_SIGNING_SECRETS: v.optional(v.string()),
   QUEUE_NAME: v.pipe(v.optional(v.string(), 'feedback-writes'), v.regex(/^[A-Za-z0-9_-]{1,100}$/, 'QUEUE_NAME must be 1-100 of [A-Za-z0-9_-]')),
   BODY_LIMIT_BYTES: int('BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
@@ -96,6 +99,7 @@ const EnvSchema = v.object({
   RETRY_AFTER_SECONDS: int('RETRY_AFTER_SECONDS', 1, 1, 3600),
   IDEMPOTENCY_TTL_SECONDS: int('IDEMPOTENCY_TTL_SECONDS', 86_400, 1, 30 * 86_400),
   IDEMPOTENCY_PENDING_TTL_SECONDS: int('IDEMPOTENCY_PENDING_TTL_SECONDS', 60, 1, 3600),
+  RATE_LIMIT_PER_MINUTE: int('RATE_LIMIT_PER_MINUTE', 0, 0, 10_000_000),
   HTTP_REQUEST_TIMEOUT_MS: int('HTTP_REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
   HTTP_HEADERS_TIMEOUT_MS: int('HTTP_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
   HTTP_KEEP_ALIVE_TIMEOUT_MS: int('HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000, 100, 600_000),
@@ -130,6 +134,10 @@ export interface Config {
   /** Database name: the path of `MONGODB_URI`, default `feedback`. */
   readonly mongodbDatabase: string;
   readonly apiKeys: readonly ApiKeyConfig[];
+  /** Names from `API_KEYS` that carry the admin scope (admin endpoints). Default none. */
+  readonly adminApiKeyNames: readonly string[];
+  /** How often each API process reloads the keys stored in MongoDB (`npm run keys`), ms. Default 5000. */
+  readonly apiKeysRefreshMs: number;
   /** HMAC secrets for record ids; the first signs, all verify (rotation). */
   readonly idSigningSecrets: readonly string[];
   /** True when no ID_SIGNING_SECRETS was given and the development secret is in use. */
@@ -152,6 +160,8 @@ export interface Config {
   readonly retryAfterSeconds: number;
   readonly idempotencyTtlSeconds: number;
   readonly idempotencyPendingTtlSeconds: number;
+  /** Write requests per API key per minute, shared by all API processes; 0 = no limit. A stored key's own limit wins. Default 0. */
+  readonly rateLimitPerMinute: number;
   readonly httpRequestTimeoutMs: number;
   readonly httpHeadersTimeoutMs: number;
   readonly httpKeepAliveTimeoutMs: number;
@@ -204,6 +214,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   if (secrets.length === 0 && e.NODE_ENV === 'production') {
     throw new ConfigError('ID_SIGNING_SECRETS', 'is required when NODE_ENV=production (a random string of 32+ characters, the same for every API process)');
   }
+  const apiKeys = parseApiKeys(e.API_KEYS);
+  const adminApiKeyNames = e.ADMIN_API_KEY_NAMES.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  for (const name of adminApiKeyNames) {
+    if (!apiKeys.some((k) => k.name === name)) throw new ConfigError('ADMIN_API_KEY_NAMES', `names "${name}", which is not a key of API_KEYS`);
+  }
   if (e.HTTP_HEADERS_TIMEOUT_MS > e.HTTP_REQUEST_TIMEOUT_MS) {
     throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS', 'must not exceed HTTP_REQUEST_TIMEOUT_MS');
   }
@@ -215,7 +230,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     redisTlsRejectUnauthorized: e.REDIS_TLS_REJECT_UNAUTHORIZED,
     mongodbUri: e.MONGODB_URI,
     mongodbDatabase,
-    apiKeys: Object.freeze(parseApiKeys(e.API_KEYS)),
+    apiKeys: Object.freeze(apiKeys),
+    adminApiKeyNames: Object.freeze(adminApiKeyNames),
+    apiKeysRefreshMs: e.API_KEYS_REFRESH_MS,
     idSigningSecrets: Object.freeze(secrets.length > 0 ? secrets : [DEV_ID_SECRET]),
     idSigningSecretIsDefault: secrets.length === 0,
     queueName: e.QUEUE_NAME,
@@ -229,6 +246,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     retryAfterSeconds: e.RETRY_AFTER_SECONDS,
     idempotencyTtlSeconds: e.IDEMPOTENCY_TTL_SECONDS,
     idempotencyPendingTtlSeconds: e.IDEMPOTENCY_PENDING_TTL_SECONDS,
+    rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
     httpRequestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS,
     httpHeadersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,
     httpKeepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,

@@ -1,0 +1,66 @@
+import { createBullBoard } from '@bull-board/api';
+import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { KoaAdapter } from '@bull-board/koa';
+import type { Middleware } from 'koa';
+import { AppError } from '../shared/errors.js';
+import { decodeJob } from '../shared/job-payload.js';
+import type { WriteQueue } from '../shared/queue.js';
+
+/** Where the queue dashboard (bull-board) is mounted. */
+export const DASHBOARD_PATH = '/admin/queues';
+
+export interface DashboardOptions {
+  readonly queue: WriteQueue;
+  /**
+   * Decides who may see the dashboard: receives the presented token (from `Authorization: Bearer`
+   * or, so that a browser can log in, the password of `Authorization: Basic`) and answers whether
+   * it is a key with the admin scope (`'admin'`), a known key without it (`'forbidden'`) or not a
+   * key (`'unknown'`).
+   */
+  readonly authorize: (token: string) => 'admin' | 'forbidden' | 'unknown';
+}
+
+const BEARER_RE = /^Bearer +([\x21-\x7e]+) *$/i;
+const BASIC_RE = /^Basic +([A-Za-z0-9+/=]+) *$/i;
+const CHALLENGE = 'Basic realm="feedback-ingest admin", charset="UTF-8"';
+
+/** The token of an Authorization header: Bearer token, or the password of Basic credentials. */
+export function presentedToken(header: string): string | undefined {
+  const bearer = BEARER_RE.exec(header);
+  if (bearer !== null) return bearer[1];
+  const basic = BASIC_RE.exec(header);
+  if (basic === null) return undefined;
+  const decoded = Buffer.from(basic[1]!, 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  const password = colon === -1 ? '' : decoded.slice(colon + 1);
+  return password === '' ? undefined : password;
+}
+
+/**
+ * bull-board under {@link DASHBOARD_PATH}, for keys with the admin scope only. Browsers get a Basic
+ * challenge (user name ignored, the admin key as password). Jobs are shown with their writes
+ * decoded, whatever `QUEUE_COMPRESSION` packed them as.
+ */
+export function createDashboard(options: DashboardOptions): Middleware {
+  const adapter = new KoaAdapter();
+  adapter.setBasePath(DASHBOARD_PATH);
+  const queue = new BullMQAdapter(options.queue, { readOnlyMode: false, allowRetries: true, description: 'writes accepted by the API, waiting for the worker' });
+  queue.setFormatter('data', (data: unknown) => {
+    const decoded = decodeJob(data);
+    return decoded.ok ? { v: (data as { v: number }).v, writes: decoded.writes } : data;
+  });
+  createBullBoard({ queues: [queue], serverAdapter: adapter, options: { uiConfig: { boardTitle: 'feedback-ingest' } } });
+  const board = adapter.registerPlugin();
+
+  return async (ctx, next) => {
+    if (ctx.path !== DASHBOARD_PATH && !ctx.path.startsWith(`${DASHBOARD_PATH}/`)) return next();
+    const token = presentedToken(ctx.get('Authorization'));
+    const verdict = token === undefined ? 'unknown' : options.authorize(token);
+    if (verdict === 'unknown') {
+      throw new AppError(token === undefined ? 'unauthorized' : 'invalid_api_key', 'the dashboard needs an admin API key (Bearer, or Basic with the key as password)', { headers: { 'WWW-Authenticate': CHALLENGE } });
+    }
+    if (verdict === 'forbidden') throw new AppError('forbidden', 'this API key has no admin scope');
+    ctx.state['dashboard'] = true;
+    await board(ctx, next);
+  };
+}
