@@ -33,16 +33,9 @@ export const DeadLetterListQuery = v.strictObject({
 export type DeadLetterListQuery = v.InferOutput<typeof DeadLetterListQuery>;
 
 /** One dead letter in a list: everything but the payload (which may be large). */
-export interface DeadLetterSummary {
+export interface DeadLetterSummary extends Omit<DeadLetter, '_id' | 'payload_json' | 'failed_at'> {
   readonly id: string;
-  readonly reason: DeadLetterReason;
-  readonly error: string;
-  readonly queue: string;
-  readonly job_id: string;
-  readonly write_index: number | null;
-  readonly request_id: string | null;
-  readonly record_id: string | null;
-  readonly seq: number | null;
+  /** ISO 8601. */
   readonly failed_at: string;
   readonly payload_bytes: number;
 }
