@@ -51,6 +51,18 @@ describe('logs', function () {
       await stack?.close();
     });
 
+    it('one JSON line per request, and the request id travels with the write into the worker\'s job line', async () => {
+      const requestId = 'trace-me-through-the-queue-42';
+      const res = await stack.request('/feedback-record', { method: 'POST', headers: { Authorization: `Bearer ${TEST_KEY.secret}`, 'Content-Type': 'application/json', 'X-Request-Id': requestId }, body: JSON.stringify({ record: { feedback_dataset_id: 'ds-logs', field_to_value: { q: 1 } }, response: { values: { v: 1 } } }) });
+      expect(res.status).to.equal(200);
+      const parsed = () => lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+      const requestLine = parsed().find((l) => l['msg'] === 'request' && l['request_id'] === requestId);
+      expect(requestLine, 'the API request line').to.include({ method: 'POST', path: '/feedback-record', status: 200, api_key: TEST_KEY.name });
+      const jobLine = await eventually(async () => parsed().find((l) => l['msg'] === 'job stored' && Array.isArray(l['request_ids']) && (l['request_ids'] as unknown[]).includes(requestId)), 20_000, 'the worker\'s job line');
+      expect(jobLine['job_id']).to.be.a('string');
+      expect(jobLine['records']).to.be.at.least(1);
+    });
+
     it('the run logged requests at trace level (the check below is not vacuous)', () => {
       expect(lines.length).to.be.greaterThan(5);
       expect(lines.some((l) => l.includes('"request_id"'))).to.equal(true);
