@@ -3,6 +3,8 @@ import * as v from 'valibot';
 import { ErrorCode, type ErrorDetail } from '../shared/errors.js';
 import { FeedbackRecordBody, FeedbackResponseBody, hasAnyKey, isPlainObject, ResponseStatus } from '../shared/schemas.js';
 import type { AcceptedBody } from './routes/feedback.js';
+import { DeadLetterReason } from '../shared/dead-letters.js';
+import { MAX_LIST_LIMIT } from '../shared/dead-letter-admin.js';
 
 /** An OpenAPI 3.1 document, as plain JSON. */
 export type OpenApiDocument = Record<string, unknown>;
@@ -133,6 +135,8 @@ const WRITE_CODES = [
   'idempotency_key_in_use',
   'queue_unavailable',
 ] as const satisfies readonly ErrorCode[];
+/** Codes of the admin endpoints (admin scope). */
+const ADMIN_CODES = [...TRANSPORT_CODES, 'unauthorized', 'invalid_api_key', 'forbidden'] as const satisfies readonly ErrorCode[];
 /** Codes of no operation in particular: any unknown path, any known path with the wrong method. */
 const ANY_PATH_CODES = ['not_found', 'method_not_allowed'] as const satisfies readonly ErrorCode[];
 
@@ -212,6 +216,39 @@ function writeOperation(options: { operationId: string; summary: string; descrip
   };
 }
 
+function adminOperation(options: { operationId: string; summary: string; description?: string; parameters?: unknown[]; codes?: readonly ErrorCode[]; responses: Record<string, unknown> }) {
+  return {
+    operationId: options.operationId,
+    summary: options.summary,
+    ...(options.description === undefined ? {} : { description: options.description }),
+    tags: ['admin'],
+    security: [{ bearerAuth: [] }],
+    parameters: [{ $ref: '#/components/parameters/X-Request-Id' }, ...(options.parameters ?? [])],
+    responses: { ...options.responses, ...errorResponses([...ADMIN_CODES, ...(options.codes ?? [])]) },
+  };
+}
+
+const DEAD_LETTER_ID = { name: 'id', in: 'path', required: true, description: 'The dead letter\'s id (`<queue>:<job id>:<write index>` or `…:job`).', schema: { type: 'string' } };
+
+/** What the dead-letter endpoints answer (api/routes/dead-letters.ts, shared/dead-letter-admin.ts). */
+const DEAD_LETTER_SUMMARY = {
+  type: 'object',
+  required: ['id', 'reason', 'error', 'queue', 'job_id', 'write_index', 'request_id', 'record_id', 'seq', 'failed_at', 'payload_bytes'],
+  properties: {
+    id: { type: 'string' },
+    reason: { type: 'string', enum: Object.values(DeadLetterReason) },
+    error: { type: 'string' },
+    queue: { type: 'string' },
+    job_id: { type: 'string' },
+    write_index: { type: ['integer', 'null'] },
+    request_id: { type: ['string', 'null'] },
+    record_id: { type: ['string', 'null'] },
+    seq: { type: ['integer', 'null'], description: 'Acceptance order of the write, kept by a retry.' },
+    failed_at: { type: 'string', description: 'ISO 8601 date-time.' },
+    payload_bytes: { type: 'integer', minimum: 0 },
+  },
+};
+
 function serviceOperation(options: { operationId: string; summary: string; responses: Record<string, unknown> }) {
   return {
     operationId: options.operationId,
@@ -288,6 +325,73 @@ export function createOpenApiDocument(): OpenApiDocument {
           responses: { '200': { description: 'Prometheus text exposition format.', headers: X_REQUEST_ID_HEADERS, content: { 'text/plain': { schema: { type: 'string' } } } } },
         }),
       },
+      '/admin/dead-letters': {
+        get: adminOperation({
+          operationId: 'listDeadLetters',
+          summary: 'List dead-lettered writes, newest first',
+          parameters: [
+            { name: 'reason', in: 'query', required: false, schema: { type: 'string', enum: Object.values(DeadLetterReason) } },
+            { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: MAX_LIST_LIMIT, default: 50 } },
+            { name: 'cursor', in: 'query', required: false, description: 'The `next_cursor` of the previous page.', schema: { type: 'string' } },
+          ],
+          codes: ['validation_failed'],
+          responses: {
+            '200': {
+              description: 'One page.',
+              headers: X_REQUEST_ID_HEADERS,
+              content: jsonContent({ type: 'object', required: ['items', 'next_cursor'], properties: { items: { type: 'array', items: { $ref: '#/components/schemas/DeadLetterSummary' } }, next_cursor: { type: ['string', 'null'] } } }),
+            },
+          },
+        }),
+      },
+      '/admin/dead-letters/{id}': {
+        get: adminOperation({
+          operationId: 'getDeadLetter',
+          summary: 'One dead letter with its payload',
+          parameters: [DEAD_LETTER_ID],
+          codes: ['not_found'],
+          responses: {
+            '200': {
+              description: 'The dead letter; `payload` is `payload_json` parsed when it is JSON.',
+              headers: X_REQUEST_ID_HEADERS,
+              content: jsonContent({ allOf: [{ $ref: '#/components/schemas/DeadLetterSummary' }, { type: 'object', required: ['payload_json', 'payload'], properties: { payload_json: { type: 'string' }, payload: {} } }] }),
+            },
+          },
+        }),
+        delete: adminOperation({
+          operationId: 'purgeDeadLetter',
+          summary: 'Delete one dead letter',
+          parameters: [DEAD_LETTER_ID],
+          codes: ['not_found'],
+          responses: { '200': { description: 'Deleted.', headers: X_REQUEST_ID_HEADERS, content: jsonContent({ type: 'object', required: ['id', 'purged'], properties: { id: { type: 'string' }, purged: { const: true } } }) } },
+        }),
+      },
+      '/admin/dead-letters/{id}/retry': {
+        post: adminOperation({
+          operationId: 'retryDeadLetter',
+          summary: 'Queue the write again through the normal path (idempotent), keeping its acceptance order',
+          parameters: [DEAD_LETTER_ID],
+          codes: ['not_found', 'dead_letter_not_retryable', 'queue_unavailable'],
+          responses: {
+            '200': {
+              description: 'Queued again; the dead letter is deleted.',
+              headers: X_REQUEST_ID_HEADERS,
+              content: jsonContent({ type: 'object', required: ['outcome', 'id', 'job_id', 'seq'], properties: { outcome: { const: 'requeued' }, id: { type: 'string' }, job_id: { type: 'string' }, seq: { type: ['integer', 'null'] } } }),
+            },
+          },
+        }),
+      },
+      '/admin/queues': {
+        get: {
+          ...adminOperation({
+            operationId: 'getQueueDashboard',
+            summary: 'The bull-board queue dashboard (HTML; its assets and JSON API live below this path)',
+            description: 'Browsers may log in with HTTP Basic: any user name, an admin key as password.',
+            responses: { '200': { description: 'The dashboard page.', content: { 'text/html': { schema: { type: 'string' } } } } },
+          }),
+          security: [{ bearerAuth: [] }, { basicAuth: [] }],
+        },
+      },
       '/openapi.json': {
         get: serviceOperation({
           operationId: 'getOpenApi',
@@ -299,12 +403,14 @@ export function createOpenApiDocument(): OpenApiDocument {
     components: {
       securitySchemes: {
         bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key: `Authorization: Bearer <key>`.' },
+        basicAuth: { type: 'http', scheme: 'basic', description: 'The dashboard only: any user name, an admin API key as password.' },
       },
       schemas: {
         FeedbackRecordBody: jsonSchemaOf(FeedbackRecordBody),
         FeedbackResponseBody: jsonSchemaOf(FeedbackResponseBody),
         AcceptedResponse: jsonSchemaOf(AcceptedResponse),
         ReadinessResponse: jsonSchemaOf(ReadinessResponse),
+        DeadLetterSummary: DEAD_LETTER_SUMMARY,
         Error: jsonSchemaOf(errorBody(ERROR_CODES)),
         ErrorCode: {
           type: 'string',

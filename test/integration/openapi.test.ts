@@ -2,7 +2,8 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { expect } from 'chai';
 import { createRequire } from 'node:module';
 import { ErrorCode } from '../../shared/errors.js';
-import { testConfig } from '../helpers/env.js';
+import { testConfig, TEST_KEY } from '../helpers/env.js';
+import { deadLetters } from '../helpers/stack.js';
 import { recordBody, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
 
 /*
@@ -63,7 +64,7 @@ describe('GET /openapi.json', () => {
   let ajv: JsonSchemaValidator;
 
   before(async () => {
-    stack = await startStack(testConfig(), { worker: false });
+    stack = await startStack(testConfig({ ADMIN_API_KEY_NAMES: TEST_KEY.name }), { worker: false });
     // No Authorization header: the document is public.
     res = await stack.request('/openapi.json', { method: 'GET' });
     doc = res.body as Json;
@@ -105,6 +106,30 @@ describe('GET /openapi.json', () => {
     expect(doc['components']['securitySchemes']['bearerAuth']).to.include({ type: 'http', scheme: 'bearer' });
     expect(doc['components']['responses']['MethodNotAllowed']['headers']).to.have.property('Allow');
     for (const path of ['/healthz', '/readyz', '/metrics', '/openapi.json']) expect(operation(doc, path, 'get')['security'], path).to.deep.equal([]);
+  });
+
+  it('documents the admin endpoints, and a real dead-letter list and entry match their schemas', async () => {
+    for (const [path, method] of [['/admin/dead-letters', 'get'], ['/admin/dead-letters/{id}', 'get'], ['/admin/dead-letters/{id}', 'delete'], ['/admin/dead-letters/{id}/retry', 'post'], ['/admin/queues', 'get']] as const) {
+      const op = operation(doc, path, method);
+      expect(op['security'], `${method} ${path}`).to.deep.include({ bearerAuth: [] });
+      expect(codesByStatus(op['responses']).get('403'), `${method} ${path}`).to.include('forbidden');
+    }
+    expect(codesByStatus(operation(doc, '/admin/dead-letters/{id}/retry', 'post')['responses']).get('409')).to.include('dead_letter_not_retryable');
+    await deadLetters(stack.db).insertOne({ _id: `${stack.config.queueName}:7:0`, reason: 'store_rejected', error: 'refused by the store', queue: stack.config.queueName, job_id: '7', write_index: 0, request_id: 'req-1', record_id: null, seq: 28672, payload_json: '{"kind":"record"}', failed_at: new Date() } as never);
+    const admin = { Authorization: `Bearer ${TEST_KEY.secret}` };
+    const list = await stack.request('/admin/dead-letters', { method: 'GET', headers: admin });
+    expect(list.status, list.text).to.equal(200);
+    const listSchema = structuredClone(schemaOf(doc, operation(doc, '/admin/dead-letters', 'get')['responses']['200']));
+    listSchema['properties']['items']['items'] = doc['components']['schemas']['DeadLetterSummary'];
+    const validList = ajv.compile(listSchema);
+    expect(validList(list.body), JSON.stringify(validList.errors)).to.equal(true);
+    expect((list.body as Json)['items']).to.have.length(1);
+    const one = await stack.request(`/admin/dead-letters/${encodeURIComponent(`${stack.config.queueName}:7:0`)}`, { method: 'GET', headers: admin });
+    expect(one.status, one.text).to.equal(200);
+    const oneSchema = structuredClone(schemaOf(doc, operation(doc, '/admin/dead-letters/{id}', 'get')['responses']['200']));
+    oneSchema['allOf'][0] = doc['components']['schemas']['DeadLetterSummary'];
+    const validOne = ajv.compile(oneSchema);
+    expect(validOne(one.body), JSON.stringify(validOne.errors)).to.equal(true);
   });
 
   it('lists every ErrorCode, each under the response of its HTTP status', () => {
