@@ -124,6 +124,16 @@ export function hasAnyKey(o: Record<string, unknown>): boolean {
   return Object.keys(o).length > 0;
 }
 const nonEmptyObject = v.check(hasAnyKey, 'must have at least one key');
+/**
+ * `values` may be empty only when the response is discarded. valibot runs a partialCheck when
+ * its two paths have no issue of their own, which is also the case when the object schema around
+ * them never ran (closedObject stops before it once a forbidden key like "prototype" is
+ * reported): `values` may then be missing or of any type, and the other issues already refuse the
+ * body. Found by the fuzz suite (a 500 on `{"response":{"prototype":false}}`).
+ */
+function valuesFilledUnlessDiscarded(input: { status?: unknown; values?: unknown }): boolean {
+  return input.status === 'discarded' || !isPlainObject(input.values) || Object.keys(input.values).length > 0;
+}
 /** `values` may be empty only when the response is discarded. */
 const VALUES_EMPTY_MESSAGE = 'must have at least one key unless status is discarded';
 
@@ -161,7 +171,7 @@ export const FirstResponseInput = v.pipe(
   v.forward(
     v.partialCheck(
       [['values'], ['status']],
-      (input) => input.status === 'discarded' || Object.keys(input.values).length > 0,
+      valuesFilledUnlessDiscarded,
       VALUES_EMPTY_MESSAGE,
     ),
     ['values'],
@@ -178,7 +188,7 @@ export const ResponseInput = v.pipe(
   v.forward(
     v.partialCheck(
       [['values'], ['status']],
-      (input) => input.status === 'discarded' || Object.keys(input.values).length > 0,
+      valuesFilledUnlessDiscarded,
       VALUES_EMPTY_MESSAGE,
     ),
     ['values'],
@@ -199,7 +209,7 @@ export const StoredResponse = v.pipe(
   v.forward(
     v.partialCheck(
       [['values'], ['status']],
-      (input) => input.status === 'discarded' || Object.keys(input.values).length > 0,
+      valuesFilledUnlessDiscarded,
       VALUES_EMPTY_MESSAGE,
     ),
     ['values'],

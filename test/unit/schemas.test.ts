@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import * as v from 'valibot';
 import {
   FeedbackRecordBody,
+  FeedbackResponseBody,
   formatPath,
   JOB_PAYLOAD_VERSION,
   JobEnvelope,
@@ -119,6 +120,24 @@ describe('wire schemas (shared/schemas.ts)', () => {
       expect(found.map((p) => p.split(':')[0])).to.have.members(['record.feedback_dataset_id', 'record.field_to_value.v', 'record.field_to_value["k\\udbff"]', 'record.field_to_value.l[0]']);
       expect(problems(ok({ emoji: 'a\u{1F642}b', 'pair\u{1F642}': '\ud83d\ude42' }))).to.deep.equal([]);
     });
+  });
+
+  describe('bodies with a key named like an Object.prototype member and missing fields (a 500 the fuzz suite found)', () => {
+    const cases: readonly [string, unknown][] = [
+      ['a response with "prototype" and no values', { response: { prototype: false } }],
+      ['a response with "constructor" and no status', { feedback_record_id: 'rec_x', response: { constructor: 1, values: {} } }],
+      ['a record body whose response has "prototype"', { record: { feedback_dataset_id: 'ds', field_to_value: { q: 1 } }, response: { prototype: false } }],
+      ['a record that is false, a response with "__proto__"', JSON.parse('{"record":false,"response":{"__proto__":false}}')],
+    ];
+    for (const [name, body] of cases) {
+      it(`refuses ${name} with issues, without throwing`, () => {
+        for (const schema of [FeedbackRecordBody, FeedbackResponseBody]) {
+          const result = v.safeParse(schema, body, { abortEarly: false });
+          expect(result.success).to.equal(false);
+          expect(toDetails(result.issues ?? []).length).to.be.greaterThan(0);
+        }
+      });
+    }
   });
 
   describe('the queue contract', () => {
