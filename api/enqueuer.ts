@@ -1,6 +1,8 @@
 import { AppError } from '../shared/errors.js';
+import { createGroupCommit } from '../shared/group-commit.js';
 import type { Logger } from '../shared/logger.js';
 import { encodeJob, type JobCompression } from '../shared/job-payload.js';
+import type { OrderClock } from '../shared/order-clock.js';
 import type { Write } from '../shared/schemas.js';
 import { WRITE_JOB_NAME, type WriteQueue } from '../shared/queue.js';
 import type { ApiMetrics } from './metrics.js';
@@ -10,12 +12,19 @@ export interface EnqueueReceipt {
   readonly jobId: string;
   /** The write's place in that job. */
   readonly index: number;
+  /** The write's acceptance order (see shared/order-clock.ts). */
+  readonly seq: number;
 }
 
 export interface Enqueuer {
-  /** Resolves once Redis has acknowledged the job holding `write`; rejects with a 503 AppError. */
-  enqueue(write: Write): Promise<EnqueueReceipt>;
-  /** Sends what is pending and waits for every job in flight. */
+  /**
+   * Resolves once Redis has acknowledged the job holding `write`. Rejects with a 503 AppError:
+   * `overloaded` at once when this process already holds too many writes waiting for a job, or
+   * `queue_unavailable` when the write could not be queued in time. `bytes` is the size of the
+   * request body, for the byte limits. The write gets its acceptance order here (`seq`).
+   */
+  enqueue(write: Write, bytes: number): Promise<EnqueueReceipt>;
+  /** Sends what is waiting and waits for every job in flight. */
   drain(): Promise<void>;
 }
 
@@ -23,98 +32,78 @@ export interface EnqueuerOptions {
   readonly queue: WriteQueue;
   readonly logger: Logger;
   readonly metrics: ApiMetrics;
+  readonly clock: OrderClock;
   /** Most writes per job. */
   readonly maxItems: number;
+  /** Body bytes per job; a larger single write travels alone. */
+  readonly maxBytes: number;
   /** Most jobs being added at once; later writes wait and ride in the next job. */
   readonly maxInFlight: number;
-  /** Longest wait for Redis to acknowledge a job, ms. */
+  /** Writes waiting for a job above which new writes get 503 `overloaded`. */
+  readonly maxPendingWrites: number;
+  /** Body bytes waiting for a job above which new writes get 503 `overloaded`. */
+  readonly maxPendingBytes: number;
+  /**
+   * Longest wait of a write for its job to leave, ms, counted from `enqueue()`. Sending is bounded
+   * by the Redis connection's own `commandTimeout` (shared/redis.ts), set to the same value.
+   */
   readonly timeoutMs: number;
   readonly retryAfterSeconds: number;
   /** How the writes of a job are packed for Redis. */
   readonly compression: JobCompression;
 }
 
-interface Pending {
+interface Item {
   readonly write: Write;
-  readonly resolve: (receipt: EnqueueReceipt) => void;
-  readonly reject: (err: unknown) => void;
+  readonly bytes: number;
 }
 
 /**
- * Group commit: while a job is being added, new writes gather and leave together in the next
- * one. Under light load a write leaves alone at once (one event-loop turn of coalescing); under a
- * burst, jobs fill up to `maxItems` and Redis runs one script per batch instead of one per write,
- * which is what lifts the API from ~5k to near Koa's own ceiling (see bench/).
+ * Writes leave in group-committed jobs (shared/group-commit.ts): Redis runs one script per job
+ * instead of one per write.
  */
 export function createBatchingEnqueuer(options: EnqueuerOptions): Enqueuer {
-  const { queue, logger, metrics, maxItems, maxInFlight, timeoutMs, retryAfterSeconds, compression } = options;
-  let pending: Pending[] = [];
-  let inFlight = 0;
-  let scheduled = false;
-  const idle: (() => void)[] = [];
+  const { queue, logger, metrics, clock, retryAfterSeconds, compression } = options;
+  const retryAfter = { 'Retry-After': String(retryAfterSeconds) };
+  const unavailable = (message: string, cause?: unknown) => new AppError('queue_unavailable', message, { headers: retryAfter, cause });
 
-  const unavailable = (cause: unknown) =>
-    new AppError('queue_unavailable', 'the write could not be queued; retry later', {
-      headers: { 'Retry-After': String(retryAfterSeconds) },
-      cause,
-    });
+  const jobs = createGroupCommit<Item, EnqueueReceipt>({
+    maxItems: options.maxItems,
+    maxWeight: options.maxBytes,
+    weight: (item) => item.bytes,
+    maxInFlight: options.maxInFlight,
+    async commit(batch) {
+      const started = process.hrtime.bigint();
+      try {
+        const job = await queue.add(WRITE_JOB_NAME, await encodeJob(batch.map((i) => i.write), compression));
+        if (job.id === undefined) throw new Error('BullMQ returned a job without id');
+        const jobId = job.id;
+        metrics.enqueueSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
+        metrics.batchSize.observe(batch.length);
+        return batch.map((item, index) => ({ jobId, index, seq: item.write.seq! }));
+      } catch (err) {
+        logger.warn({ err: (err as Error).message, writes: batch.length }, 'enqueue failed');
+        // A timeout cannot un-send the job: it may still be queued. The client retries with the
+        // same Idempotency-Key; the write's order, minted before, keeps a late copy from
+        // overwriting anything accepted after it.
+        throw unavailable('the write could not be queued (its outcome is unknown if Redis timed out); retry later with the same Idempotency-Key', err);
+      }
+    },
+  });
 
-  async function send(batch: Pending[]): Promise<void> {
-    const started = process.hrtime.bigint();
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`Redis did not acknowledge within ${timeoutMs} ms`)), timeoutMs);
-      });
-      const job = await Promise.race([encodeJob(batch.map((p) => p.write), compression).then((data) => queue.add(WRITE_JOB_NAME, data)), timeout]);
-      if (job.id === undefined) throw new Error('BullMQ returned a job without id');
-      const jobId = job.id;
-      metrics.enqueueSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
-      metrics.batchSize.observe(batch.length);
-      batch.forEach((p, index) => p.resolve({ jobId, index }));
-    } catch (err) {
-      logger.warn({ err: (err as Error).message, writes: batch.length }, 'enqueue failed');
-      const error = unavailable(err);
-      for (const p of batch) p.reject(error);
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  function pump(): void {
-    scheduled = false;
-    while (pending.length > 0 && inFlight < maxInFlight) {
-      const batch = pending.length <= maxItems ? pending : pending.slice(0, maxItems);
-      pending = pending.length <= maxItems ? [] : pending.slice(maxItems);
-      inFlight++;
-      void send(batch).finally(() => {
-        inFlight--;
-        if (pending.length > 0) schedule();
-        else if (inFlight === 0) for (const done of idle.splice(0)) done();
-      });
-    }
-  }
-
-  function schedule(): void {
-    if (scheduled || inFlight >= maxInFlight) return;
-    scheduled = true;
-    // setImmediate lets the requests already parsed in this turn of the event loop join the job.
-    setImmediate(pump);
-  }
+  const expired = () => unavailable('the write was not queued in time (it was never sent); retry later');
 
   return {
-    enqueue(write) {
-      return new Promise<EnqueueReceipt>((resolve, reject) => {
-        pending.push({ write, resolve, reject });
-        schedule();
-      });
+    enqueue(write, bytes) {
+      const waiting = jobs.waiting();
+      if (waiting.items >= options.maxPendingWrites || waiting.weight + bytes > options.maxPendingBytes) {
+        return Promise.reject(
+          new AppError('overloaded', 'this API process holds too many writes waiting for Redis; retry later', { headers: retryAfter }),
+        );
+      }
+      const ordered: Write = { ...write, seq: clock.next() };
+      return jobs.submit({ write: ordered, bytes }, { deadline: Date.now() + options.timeoutMs, expired });
     },
-    drain() {
-      if (pending.length === 0 && inFlight === 0) return Promise.resolve();
-      return new Promise<void>((resolve) => {
-        idle.push(resolve);
-        schedule();
-      });
-    },
+    drain: () => jobs.drain(),
   };
 }

@@ -20,6 +20,11 @@ import { chainKeyVerifiers, createKeyVerifier } from './middleware/auth.js';
 import { createKeyStore } from './key-store.js';
 import { createDeadLetterAdmin } from '../shared/dead-letter-admin.js';
 import { createMongo } from '../shared/mongo.js';
+import { createOrderClock } from '../shared/order-clock.js';
+import { createOrderFloor } from './order-floor.js';
+
+/** How often each API process persists the highest acceptance order it minted, ms. */
+const ORDER_FLOOR_PERSIST_MS = 1_000;
 
 export interface ApiServer {
   readonly server: Server;
@@ -47,12 +52,18 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   const keyStore = createKeyStore({ db: mongo.db, refreshMs: config.apiKeysRefreshMs, logger });
   const keys = chainKeyVerifiers(createKeyVerifier(config.apiKeys, { adminNames: config.adminApiKeyNames }), keyStore);
   const backlog = createBacklogMonitor({ queue, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger, onSample: (jobs) => metrics.backlogJobs.set(jobs) });
+  const clock = createOrderClock();
+  const orderFloor = createOrderFloor({ db: mongo.db, clock, logger, persistMs: ORDER_FLOOR_PERSIST_MS });
   const enqueuer = createBatchingEnqueuer({
     queue,
     logger,
     metrics,
+    clock,
     maxItems: config.batchMaxItems,
+    maxBytes: config.batchMaxBytes,
     maxInFlight: config.batchMaxInFlight,
+    maxPendingWrites: config.enqueueMaxPendingWrites,
+    maxPendingBytes: config.enqueueMaxPendingBytes,
     timeoutMs: config.enqueueTimeoutMs,
     retryAfterSeconds: config.retryAfterSeconds,
     compression: config.queueCompression,
@@ -75,7 +86,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   // Redis may be down at start: the API still starts (answering 503) and recovers by itself.
   redis.once('ready', () => void checkEvictionPolicy(redis, logger));
   // Bounded: with MongoDB down the API starts with the API_KEYS keys and loads the others later.
-  await keyStore.start(config.mongodbTimeoutMs);
+  await Promise.all([keyStore.start(config.mongodbTimeoutMs), orderFloor.start(config.mongodbTimeoutMs)]);
 
   // Node enforces the two timeouts below only when it sweeps its connections, every
   // connectionsCheckingInterval (30 s by default): a slowloris would get up to 30 s more.
@@ -106,6 +117,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
         server.closeIdleConnections();
         await closed;
         await enqueuer.drain();
+        await orderFloor.close();
         backlog.stop();
         await queue.close();
         await redis.quit().catch(() => redis.disconnect());

@@ -10,10 +10,9 @@ import { Redis } from 'ioredis';
 import ts from 'typescript';
 import { MongoClient, type Db } from 'mongodb';
 import { loadConfig } from '../shared/config.js';
-import { createLogger } from '../shared/logger.js';
 import { COLLECTIONS, mongoClientOptions } from '../shared/mongo.js';
 import type { RecordWrite } from '../shared/schemas.js';
-import { createFeedbackWriter } from '../worker/writer.js';
+import { ensureIndexes } from '../worker/indexes.js';
 import { buildMix, recordBody, runLoad, type LoadResult, type LoadRun, type Mix } from './lib/load.js';
 import { cpuSeconds, killAllSync, machineCpu, rssKb, spawnProc, stopAll, type Proc } from './lib/procs.js';
 import { bucketQuantile, bucketsDiff, scrape, sumOf, type Scrape } from './lib/prom.js';
@@ -372,7 +371,7 @@ async function drainWithin(ctx: Ctx, budgetS: number): Promise<boolean> {
 async function connectStore(ctx: Pick<Ctx, 'ferret'> & Partial<Pick<Ctx, 'mongo'>>): Promise<{ mongo: MongoClient; projectDb: Db; rawDb: Db }> {
   const mongo = new MongoClient(ctx.ferret.url, { ...mongoClientOptions(), serverSelectionTimeoutMS: 10_000, retryWrites: false });
   const rawDb = mongo.db('bench_raw');
-  await createFeedbackWriter({ db: rawDb, logger: createLogger({ level: 'silent', name: 'bench' }) }).ensureIndexes();
+  await ensureIndexes(rawDb);
   return { mongo, projectDb: mongo.db('bench_project'), rawDb };
 }
 

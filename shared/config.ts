@@ -94,6 +94,11 @@ const EnvSchema = v.object({
   BATCH_MAX_ITEMS: int('BATCH_MAX_ITEMS', 200, 1, 4000),
   BATCH_MAX_IN_FLIGHT: int('BATCH_MAX_IN_FLIGHT', 2, 1, 64),
   ENQUEUE_TIMEOUT_MS: int('ENQUEUE_TIMEOUT_MS', 1000, 10, 60_000),
+  ENQUEUE_MAX_PENDING_WRITES: int('ENQUEUE_MAX_PENDING_WRITES', 20_000, 1, 10_000_000),
+  ENQUEUE_MAX_PENDING_BYTES: int('ENQUEUE_MAX_PENDING_BYTES', 64 * 1024 * 1024, 1024, 4 * 1024 * 1024 * 1024),
+  BATCH_MAX_BYTES: int('BATCH_MAX_BYTES', 4 * 1024 * 1024, 1024, 256 * 1024 * 1024),
+  WRITE_LEASE_MS: int('WRITE_LEASE_MS', 30_000, 1000, 3_600_000),
+  STORE_PROFILE: v.optional(v.picklist(['auto', 'mongodb', 'ferretdb'], 'STORE_PROFILE must be one of auto, mongodb, ferretdb'), 'auto'),
   BACKLOG_MAX_JOBS: int('BACKLOG_MAX_JOBS', 20_000, 1, 100_000_000),
   BACKLOG_POLL_MS: int('BACKLOG_POLL_MS', 500, 10, 60_000),
   RETRY_AFTER_SECONDS: int('RETRY_AFTER_SECONDS', 1, 1, 3600),
@@ -153,6 +158,16 @@ export interface Config {
   readonly batchMaxInFlight: number;
   /** How long the API waits for Redis to acknowledge a job before answering 503, ms. Default 1000. */
   readonly enqueueTimeoutMs: number;
+  /** Writes waiting in one API process for a job above which new writes get 503 `overloaded`. Default 20000. */
+  readonly enqueueMaxPendingWrites: number;
+  /** Body bytes waiting in one API process for a job above which new writes get 503 `overloaded`. Default 64 MiB. */
+  readonly enqueueMaxPendingBytes: number;
+  /** Body bytes per queued job; a larger single write travels alone. Default 4 MiB. */
+  readonly batchMaxBytes: number;
+  /** How long a worker's claim on a response lasts on a store without atomic updates (FerretDB), ms. Default 30000. */
+  readonly writeLeaseMs: number;
+  /** Which store the worker writes to: `auto` asks the server at start-up; `mongodb` or `ferretdb` force it. Default auto. */
+  readonly storeProfile: 'auto' | 'mongodb' | 'ferretdb';
   /** Waiting + delayed jobs above which writes get 503 `overloaded`. Default 20000. */
   readonly backlogMaxJobs: number;
   /** How often each API process reads the backlog, ms. Default 500. */
@@ -241,6 +256,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     batchMaxItems: e.BATCH_MAX_ITEMS,
     batchMaxInFlight: e.BATCH_MAX_IN_FLIGHT,
     enqueueTimeoutMs: e.ENQUEUE_TIMEOUT_MS,
+    enqueueMaxPendingWrites: e.ENQUEUE_MAX_PENDING_WRITES,
+    enqueueMaxPendingBytes: e.ENQUEUE_MAX_PENDING_BYTES,
+    batchMaxBytes: e.BATCH_MAX_BYTES,
+    writeLeaseMs: e.WRITE_LEASE_MS,
+    storeProfile: e.STORE_PROFILE,
     backlogMaxJobs: e.BACKLOG_MAX_JOBS,
     backlogPollMs: e.BACKLOG_POLL_MS,
     retryAfterSeconds: e.RETRY_AFTER_SECONDS,

@@ -137,8 +137,9 @@ function writeOf(doc: DeadLetter): { ok: true; write: Write } | { ok: false; err
   if (!parsed.success) {
     return { ok: false, error: `the write does not match the queue contract: ${parsed.issues.map((i) => `${v.getDotPath(i) ?? 'write'}: ${i.message}`).join('; ')}` };
   }
-  // The seq the worker used is the write's place in the acceptance order; without one (a write
-  // that never got that far) the worker gives it a new place from the new job's id.
+  // The seq is the write's place in the acceptance order, minted by the API that accepted it.
+  // Writes queued by releases before the API minted it carry none; the worker then orders them
+  // by their job id, below every write ordered by the API's clock (shared/queue.ts).
   const seq = doc.seq ?? parsed.output.seq;
   return { ok: true, write: seq === undefined ? parsed.output : { ...parsed.output, seq } };
 }

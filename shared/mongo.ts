@@ -4,8 +4,10 @@ import type { Config } from './config.js';
 export const COLLECTIONS = {
   records: 'feedback_records',
   responses: 'feedback_responses',
-  /** Ordering log of response updates; pruned down to the newest version per response. */
-  responseVersions: 'feedback_response_versions',
+  /** Short-lived claims on responses, for stores whose updates are not atomic (worker/leases.ts). */
+  responseLeases: 'feedback_response_leases',
+  /** Small service state, e.g. the acceptance-order floor (api/order-floor.ts). */
+  meta: 'feedback_meta',
   deadLetters: 'feedback_dead_letters',
   /** Keys managed with `npm run keys`, by SHA-256 of the secret (see shared/api-keys.ts). */
   apiKeys: 'api_keys',

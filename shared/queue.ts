@@ -6,16 +6,18 @@ import type { JobData } from './schemas.js';
 /** The one job name on the write queue. */
 export const WRITE_JOB_NAME = 'writes';
 
-/**
- * Writes in one job are at most this many apart in the acceptance sequence: seq = jobId * SEQ_STRIDE
- * + index. Redis assigns job ids with INCR when the job is added, so the pair orders every write by
- * the moment Redis acknowledged it, across any number of API processes.
- */
-export const SEQ_STRIDE = 4096;
+const LEGACY_SEQ_STRIDE = 4096;
 
-export function acceptanceSeq(jobId: string | undefined, index: number): number | undefined {
-  if (jobId === undefined || !/^\d{1,15}$/.test(jobId)) return undefined;
-  return Number(jobId) * SEQ_STRIDE + index;
+/**
+ * The order of a write queued by a release that did not mint one in the API: jobId · 4096 + index.
+ * For job ids below 10^11 such numbers stay under every order the API's clock mints from 2026 on
+ * (shared/order-clock.ts: above 7·10^14), which is right: those writes were accepted before the
+ * upgrade. Not for new writes: the job id counter goes back whenever Redis
+ * loses data.
+ */
+export function legacyAcceptanceSeq(jobId: string | undefined, index: number): number | undefined {
+  if (jobId === undefined || !/^\d{1,11}$/.test(jobId)) return undefined;
+  return Number(jobId) * LEGACY_SEQ_STRIDE + index;
 }
 
 /** Options every write job gets: bounded retention, exponential backoff. */

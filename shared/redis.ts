@@ -8,7 +8,7 @@ import type { Logger } from './logger.js';
  */
 export type RedisRole = 'producer' | 'worker';
 
-export function redisOptions(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUnauthorized'>, role: RedisRole): Omit<RedisOptions, 'replyMapping'> {
+export function redisOptions(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUnauthorized' | 'enqueueTimeoutMs'>, role: RedisRole): Omit<RedisOptions, 'replyMapping'> {
   const tls = config.redisUrl.startsWith('rediss:') ? { tls: { rejectUnauthorized: config.redisTlsRejectUnauthorized } } : {};
   return {
     ...tls,
@@ -16,12 +16,13 @@ export function redisOptions(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUn
     // Reconnect forever, backing off to 2 s: recovery after a Redis restart needs no process restart.
     retryStrategy: (times: number) => Math.min(100 * times, 2_000),
     ...(role === 'producer'
-      ? { enableOfflineQueue: false, maxRetriesPerRequest: 1 }
+      ? // A command Redis does not answer within the enqueue timeout fails (the API answers 503).
+        { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: config.enqueueTimeoutMs }
       : { enableOfflineQueue: true, maxRetriesPerRequest: null }),
   };
 }
 
-export function createRedis(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUnauthorized'>, role: RedisRole, logger: Logger): Redis {
+export function createRedis(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUnauthorized' | 'enqueueTimeoutMs'>, role: RedisRole, logger: Logger): Redis {
   const redis = new Redis(config.redisUrl, redisOptions(config, role));
   let down = false;
   redis.on('error', (err: Error) => {

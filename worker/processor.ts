@@ -1,14 +1,15 @@
-import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
+import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
 import * as v from 'valibot';
 import { DeadLetterReason, type DeadLetterStore } from '../shared/dead-letters.js';
 import type { Logger } from '../shared/logger.js';
-import { acceptanceSeq } from '../shared/queue.js';
+import { legacyAcceptanceSeq } from '../shared/queue.js';
 import { decodeJob } from '../shared/job-payload.js';
 import { Write } from '../shared/schemas.js';
 import { MongoError } from 'mongodb';
+import type { SequencedWrite } from './documents.js';
 import { RecordsPendingError, TransientStoreError, isTransientMongoError } from './errors.js';
 import type { WorkerMetrics } from './metrics.js';
-import type { FeedbackWriter, SequencedWrite } from './writer.js';
+import type { FeedbackWriter, WriteResult } from './writer.js';
 
 export interface ProcessorDeps {
   readonly writer: FeedbackWriter;
@@ -16,15 +17,32 @@ export interface ProcessorDeps {
   readonly logger: Logger;
   readonly metrics: WorkerMetrics;
   readonly queueName: string;
-  /** Cap of the backoff while MongoDB is unreachable, ms. */
+  /** Cap of the pause while MongoDB is unreachable, ms. */
   readonly storeRetryMaxDelayMs: number;
+  /**
+   * Stops every worker of the queue from taking jobs for `ms` (BullMQ's queue rate limit): while
+   * the store is down, jobs stay in the queue in their order and use no attempt.
+   */
+  readonly pauseQueue: (ms: number) => Promise<void>;
+  /** Largest inflated job payload accepted, bytes; a larger one is dead-lettered as malformed. */
+  readonly maxInflatedBytes: number;
+}
+
+export interface JobSummary {
+  readonly records: number;
+  readonly responses: number;
+  readonly stale: number;
+  readonly dead_lettered: number;
 }
 
 export interface WriteProcessor {
-  process(job: Job, token?: string): Promise<{ records: number; responses: number; stale: number; dead_lettered: number }>;
+  process(job: Job, token?: string): Promise<JobSummary>;
   /** For jobs that failed for good outside the processor (stalled too often): dead-letter their writes. */
   onFailed(job: Job | undefined, err: Error): Promise<void>;
 }
+
+/** How long a job waits when another worker holds some of its responses, ms (no attempt used). */
+const BUSY_DELAY_MS = 250;
 
 function payloadText(value: unknown): string {
   try {
@@ -34,14 +52,24 @@ function payloadText(value: unknown): string {
   }
 }
 
+/**
+ * The dead-letter id of a write: its acceptance order and response, unique across Redis resets
+ * (job ids are not: Redis hands them out again after it lost data). Writes of old releases
+ * without an order, and whole jobs, are named by job id and the time the job was created.
+ */
+function deadLetterId(queueName: string, job: Job, index: number | null, write: Write | undefined): string {
+  if (write?.seq !== undefined) return `${queueName}:w:${write.seq}:${write.response_id}`;
+  return `${queueName}:job:${job.id ?? 'unknown'}:${job.timestamp}:${index === null ? 'job' : index}`;
+}
+
 export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
   const { writer, deadLetters, logger, metrics, queueName } = deps;
   let transientStreak = 0;
 
-  async function deadLetter(job: Job, reason: DeadLetterReason, error: string, index: number | null, payload: unknown, item?: Pick<SequencedWrite, 'seq'> & { write?: SequencedWrite['write'] }): Promise<void> {
+  async function deadLetter(job: Job, reason: DeadLetterReason, error: string, index: number | null, payload: unknown, item?: SequencedWrite): Promise<void> {
     const w = item?.write;
     await deadLetters.record({
-      _id: `${queueName}:${job.id ?? 'unknown'}:${index === null ? 'job' : index}`,
+      _id: deadLetterId(queueName, job, index, w),
       reason,
       error,
       queue: queueName,
@@ -56,56 +84,72 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
     metrics.writes.inc({ outcome: 'dead_lettered' });
   }
 
-  async function processJob(job: Job, token?: string) {
+  /** The writes of a job that pass the contract, each with its order; the others are dead-lettered. */
+  async function parseWrites(job: Job, writes: readonly unknown[]): Promise<{ items: SequencedWrite[]; deadLettered: number }> {
+    const items: SequencedWrite[] = [];
+    let deadLettered = 0;
+    for (const [index, raw] of writes.entries()) {
+      const parsed = v.safeParse(Write, raw);
+      if (!parsed.success) {
+        await deadLetter(job, DeadLetterReason.malformedWrite, parsed.issues.map((i) => `${v.getDotPath(i) ?? 'write'}: ${i.message}`).join('; '), index, raw);
+        deadLettered++;
+        continue;
+      }
+      const seq = parsed.output.seq ?? legacyAcceptanceSeq(job.id, index);
+      if (seq === undefined) {
+        await deadLetter(job, DeadLetterReason.malformedWrite, `the write has no seq and job id ${job.id ?? ''} gives none`, index, raw);
+        deadLettered++;
+        continue;
+      }
+      items.push({ write: parsed.output, seq, index });
+    }
+    return { items, deadLettered };
+  }
+
+  async function processJob(job: Job, token?: string): Promise<JobSummary> {
     const log = logger.child({ job_id: job.id, attempt: job.attemptsMade + 1 });
     try {
-      const envelope = decodeJob(job.data);
+      const envelope = decodeJob(job.data, deps.maxInflatedBytes);
       if (!envelope.ok) {
-        const error = envelope.error;
-        await deadLetter(job, DeadLetterReason.malformedJob, error, null, job.data);
+        await deadLetter(job, DeadLetterReason.malformedJob, envelope.error, null, job.data);
         log.error({ reason: DeadLetterReason.malformedJob }, 'malformed job dead-lettered');
         metrics.jobs.inc({ outcome: 'failed' });
-        throw new UnrecoverableError(error);
+        throw new UnrecoverableError(envelope.error);
       }
-
-      const items: SequencedWrite[] = [];
-      let deadLettered = 0;
-      for (const [index, raw] of envelope.writes.entries()) {
-        const parsed = v.safeParse(Write, raw);
-        if (!parsed.success) {
-          await deadLetter(job, DeadLetterReason.malformedWrite, parsed.issues.map((i) => `${v.getDotPath(i) ?? 'write'}: ${i.message}`).join('; '), index, raw);
-          deadLettered++;
-          continue;
-        }
-        const seq = parsed.output.seq ?? acceptanceSeq(job.id, index);
-        if (seq === undefined) {
-          await deadLetter(job, DeadLetterReason.malformedWrite, `job id ${job.id ?? ''} gives no acceptance order and the write has no seq`, index, raw);
-          deadLettered++;
-          continue;
-        }
-        items.push({ write: parsed.output, seq, index });
-      }
-      const requestIds = [...new Set(items.map((i) => i.write.request_id))];
-      const jobLog = log.child({ request_ids: requestIds });
+      const parsed = await parseWrites(job, envelope.writes);
+      let deadLettered = parsed.deadLettered;
+      const items = parsed.items;
+      const jobLog = log.child({ request_ids: [...new Set(items.map((i) => i.write.request_id))] });
 
       const started = process.hrtime.bigint();
-      const outcome = await writer.write(items);
+      const results = await writer.write(items);
       metrics.writeSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
       transientStreak = 0;
 
-      for (const r of outcome.rejected) {
-        await deadLetter(job, DeadLetterReason.storeRejected, r.error, r.item.index, r.item.write, r.item);
-        deadLettered++;
+      const having = (kind: WriteResult['kind']) => items.filter((_, i) => results[i]!.kind === kind);
+      for (const [i, item] of items.entries()) {
+        const r = results[i]!;
+        if (r.kind === 'rejected') {
+          await deadLetter(job, DeadLetterReason.storeRejected, r.error, item.index, item.write, item);
+          deadLettered++;
+        }
       }
-      if (outcome.deferred.length > 0) {
+      if (having('busy').length > 0) {
+        // Another worker is updating some of these responses: come back shortly, no attempt used.
+        metrics.jobs.inc({ outcome: 'delayed' });
+        await job.moveToDelayed(Date.now() + BUSY_DELAY_MS, token);
+        throw new DelayedError();
+      }
+      const deferred = having('deferred');
+      if (deferred.length > 0) {
         const attempts = job.opts.attempts ?? 1;
         if (job.attemptsMade + 1 < attempts) {
-          metrics.writes.inc({ outcome: 'deferred' }, outcome.deferred.length);
+          metrics.writes.inc({ outcome: 'deferred' }, deferred.length);
           metrics.jobs.inc({ outcome: 'retried' });
-          jobLog.info({ deferred: outcome.deferred.length }, 'responses wait for their records; job will retry');
-          throw new RecordsPendingError(outcome.deferred.length);
+          jobLog.info({ deferred: deferred.length }, 'responses wait for their records; job will retry');
+          throw new RecordsPendingError(deferred.length);
         }
-        for (const item of outcome.deferred) {
+        for (const item of deferred) {
           await deadLetter(job, DeadLetterReason.recordNotStored, `record ${item.write.record_id} was not stored after ${attempts} attempts`, item.index, item.write, item);
           deadLettered++;
         }
@@ -113,24 +157,32 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
 
       const now = Date.now();
       for (const item of items) metrics.lagSeconds.observe(Math.max(0, now - item.write.accepted_at) / 1000);
+      const stored = having('stored');
+      const summary: JobSummary = {
+        records: stored.filter((i) => i.write.kind === 'record').length,
+        responses: stored.filter((i) => i.write.kind === 'response').length,
+        stale: having('stale').length,
+        dead_lettered: deadLettered,
+      };
       metrics.batchSize.observe(items.length);
-      metrics.writes.inc({ outcome: 'record' }, outcome.records);
-      metrics.writes.inc({ outcome: 'response' }, outcome.responses);
-      metrics.writes.inc({ outcome: 'stale' }, outcome.stale);
+      metrics.writes.inc({ outcome: 'record' }, summary.records);
+      metrics.writes.inc({ outcome: 'response' }, summary.responses);
+      metrics.writes.inc({ outcome: 'stale' }, summary.stale);
       metrics.jobs.inc({ outcome: 'completed' });
-      jobLog.info({ writes: items.length, records: outcome.records, responses: outcome.responses, stale: outcome.stale, dead_lettered: deadLettered }, 'job stored');
-      return { records: outcome.records, responses: outcome.responses, stale: outcome.stale, dead_lettered: deadLettered };
+      jobLog.info({ writes: items.length, ...summary }, 'job stored');
+      return summary;
     } catch (err) {
       if (err instanceof TransientStoreError || (err instanceof MongoError && isTransientMongoError(err))) {
-        // MongoDB is down: put the job back with a growing delay. This uses no attempt, so an
-        // outage of any length neither burns the job's attempts nor dead-letters anything.
+        // The store is down: pause the whole queue with a growing delay instead of delaying jobs
+        // one by one. Jobs keep their order (records stay ahead of their responses) and no
+        // attempt is used, however long the outage.
         transientStreak++;
         const delay = Math.min(deps.storeRetryMaxDelayMs, 250 * 2 ** Math.min(transientStreak, 16));
-        log.warn({ err: (err as Error).message, retry_in_ms: delay }, 'store unavailable; job delayed');
+        log.warn({ err: (err as Error).message, retry_in_ms: delay }, 'store unavailable; queue paused');
         metrics.storeRetries.inc();
         metrics.jobs.inc({ outcome: 'delayed' });
-        await job.moveToDelayed(Date.now() + delay, token);
-        throw new DelayedError();
+        await deps.pauseQueue(delay);
+        throw Worker.RateLimitError();
       }
       throw err;
     }
@@ -143,16 +195,17 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
       const attempts = job.opts.attempts ?? 1;
       const final = job.attemptsMade >= attempts || /stalled/i.test(err.message);
       if (!final) return;
-      const envelope = decodeJob(job.data);
+      const envelope = decodeJob(job.data, deps.maxInflatedBytes);
       try {
         if (!envelope.ok) {
           await deadLetter(job, DeadLetterReason.jobFailed, err.message, null, job.data);
           return;
         }
         for (const [index, raw] of envelope.writes.entries()) {
-          const seq = acceptanceSeq(job.id, index) ?? null;
           const parsed = v.safeParse(Write, raw);
-          await deadLetter(job, DeadLetterReason.jobFailed, err.message, index, raw, seq === null ? undefined : { seq, ...(parsed.success ? { write: parsed.output } : {}) });
+          const seq = (parsed.success ? parsed.output.seq : undefined) ?? legacyAcceptanceSeq(job.id, index);
+          const item = parsed.success && seq !== undefined ? { write: parsed.output, seq, index } : undefined;
+          await deadLetter(job, DeadLetterReason.jobFailed, err.message, index, raw, item);
         }
       } catch (e) {
         logger.error({ job_id: job.id, err: (e as Error).message }, 'could not dead-letter a failed job; it stays in the failed set');

@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import { Worker } from 'bullmq';
+import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Config } from '../shared/config.js';
 import { createDeadLetterStore } from '../shared/dead-letters.js';
@@ -7,8 +7,11 @@ import type { Logger } from '../shared/logger.js';
 import { createMongo, type MongoHandle } from '../shared/mongo.js';
 import { sleep } from '../shared/process.js';
 import { checkEvictionPolicy, createRedis } from '../shared/redis.js';
+import { isTransientMongoError, TransientStoreError } from './errors.js';
+import { ensureIndexes } from './indexes.js';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.js';
 import { createWriteProcessor } from './processor.js';
+import { detectStoreProfile, type StoreProfile } from './store-profile.js';
 import { createFeedbackWriter } from './writer.js';
 
 export interface WorkerRuntime {
@@ -17,23 +20,46 @@ export interface WorkerRuntime {
   readonly redis: Redis;
   readonly metrics: WorkerMetrics;
   readonly metricsServer: Server | undefined;
+  readonly profile: StoreProfile;
   /** Finishes the jobs in hand (bounded by the caller), then closes every connection. */
   close(): Promise<void>;
 }
 
-/** Creates indexes (waiting for MongoDB if it is not up yet), then starts draining the queue. */
-export async function startWorker(config: Config, logger: Logger): Promise<WorkerRuntime> {
-  const mongo = createMongo(config);
-  const writer = createFeedbackWriter({ db: mongo.db, logger });
+/**
+ * Largest inflated job the worker accepts, bytes. A job carries bodies of up to BATCH_MAX_BYTES
+ * (or one body of up to BODY_LIMIT_BYTES); re-serialised, JSON grows at most about five-fold
+ * (`1e20` becomes 21 digits), plus the metadata of each write.
+ */
+function maxInflatedBytes(config: Pick<Config, 'batchMaxBytes' | 'bodyLimitBytes' | 'batchMaxItems'>): number {
+  return 6 * Math.max(config.batchMaxBytes, config.bodyLimitBytes) + config.batchMaxItems * 4096;
+}
+
+/** Reads the store's profile and creates indexes, waiting while MongoDB is not up yet. */
+async function prepareStore(mongo: MongoHandle, config: Config, logger: Logger): Promise<StoreProfile> {
   for (let attempt = 1; ; attempt++) {
     try {
-      await writer.ensureIndexes();
-      break;
+      const profile = await detectStoreProfile(mongo.db, config.storeProfile);
+      await ensureIndexes(mongo.db);
+      return profile;
     } catch (err) {
-      logger.warn({ err: (err as Error).message, attempt }, 'MongoDB not ready; retrying index creation');
+      // Anything but "not reachable" (an index that conflicts with an existing one…) will not heal
+      // by waiting: the caller stops with this one line.
+      if (!(err instanceof TransientStoreError) && !isTransientMongoError(err)) throw err;
+      logger.warn({ err: (err as Error).message, attempt }, 'MongoDB not ready; retrying');
       await sleep(Math.min(5_000, 250 * attempt));
     }
   }
+}
+
+/** Prepares the store, then starts draining the queue. */
+export async function startWorker(config: Config, logger: Logger): Promise<WorkerRuntime> {
+  const mongo = createMongo(config);
+  const profile = await prepareStore(mongo, config, logger);
+  const writer = createFeedbackWriter({ db: mongo.db, logger, profile, leaseMs: config.writeLeaseMs });
+  const redis = createRedis(config, 'worker', logger);
+  void checkEvictionPolicy(redis, logger);
+  const queue = new Queue(config.queueName, { connection: redis });
+  queue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
   const metrics = createWorkerMetrics({ defaultMetrics: true });
   const processor = createWriteProcessor({
     writer,
@@ -42,9 +68,9 @@ export async function startWorker(config: Config, logger: Logger): Promise<Worke
     metrics,
     queueName: config.queueName,
     storeRetryMaxDelayMs: config.storeRetryMaxDelayMs,
+    pauseQueue: (ms) => queue.rateLimit(ms),
+    maxInflatedBytes: maxInflatedBytes(config),
   });
-  const redis = createRedis(config, 'worker', logger);
-  void checkEvictionPolicy(redis, logger);
   const worker = new Worker(config.queueName, (job, token) => processor.process(job, token), {
     connection: redis,
     concurrency: config.workerConcurrency,
@@ -70,9 +96,11 @@ export async function startWorker(config: Config, logger: Logger): Promise<Worke
         () => res.writeHead(500).end(),
       );
     });
+    // A port in use must not take the worker down: it keeps storing, without metrics.
+    metricsServer.on('error', (err) => logger.error({ err: err.message, port: config.workerMetricsPort }, 'worker metrics server failed; metrics are off'));
     metricsServer.listen(config.workerMetricsPort);
   }
-  logger.info({ queue: config.queueName, concurrency: config.workerConcurrency }, 'worker started');
+  logger.info({ queue: config.queueName, concurrency: config.workerConcurrency, store: profile.name }, 'worker started');
 
   let closing: Promise<void> | undefined;
   return {
@@ -81,10 +109,13 @@ export async function startWorker(config: Config, logger: Logger): Promise<Worke
     redis,
     metrics,
     metricsServer,
+    profile,
     close() {
       closing ??= (async () => {
         await worker.close();
+        writer.close();
         metricsServer?.close();
+        await queue.close();
         await mongo.close();
         await redis.quit().catch(() => redis.disconnect());
       })();

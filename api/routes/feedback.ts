@@ -38,6 +38,12 @@ function parse<S extends v.GenericSchema>(schema: S, input: unknown): v.InferOut
   throw new AppError('validation_failed', `${first.path} ${first.message}`, { details });
 }
 
+/** Size of the request body, characters (close enough to bytes for the enqueuer's limits). */
+function bodyBytes(ctx: Context): number {
+  const raw: unknown = ctx.request.rawBody;
+  return typeof raw === 'string' ? raw.length : 0;
+}
+
 function idempotencyKey(ctx: Context): string | undefined {
   const raw = ctx.req.headers['idempotency-key'];
   if (raw === undefined) return undefined;
@@ -69,8 +75,8 @@ async function accept(
   }
   if (idemKey === undefined) {
     const { write, answer } = build(undefined);
-    const receipt = await deps.enqueuer.enqueue(write);
-    log.debug({ job_id: receipt.jobId, index: receipt.index, record_id: answer.feedback_record_id }, 'write queued');
+    const receipt = await deps.enqueuer.enqueue(write, bodyBytes(ctx));
+    log.debug({ job_id: receipt.jobId, index: receipt.index, seq: receipt.seq, record_id: answer.feedback_record_id }, 'write queued');
     ctx.body = answer;
     return;
   }
@@ -101,7 +107,7 @@ async function accept(
   }
   const { write, answer } = build(`${key.name}\0${idemKey}\0${fingerprint}`);
   try {
-    await deps.enqueuer.enqueue(write);
+    await deps.enqueuer.enqueue(write, bodyBytes(ctx));
   } catch (err) {
     await deps.idempotency.abort(key.name, idemKey).catch(() => undefined);
     throw err;

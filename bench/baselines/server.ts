@@ -27,12 +27,12 @@ import type * as MongoModule from '../../shared/mongo.js';
 import type * as QueueModule from '../../shared/queue.js';
 import type * as RedisModule from '../../shared/redis.js';
 import type * as SchemasModule from '../../shared/schemas.js';
-import type * as WriterModule from '../../worker/writer.js';
+import type * as IndexesModule from '../../worker/indexes.js';
 
 const ROOT = process.cwd();
 const dist = async <T>(rel: string): Promise<T> => (await import(pathToFileURL(resolve(ROOT, 'dist', rel)).href)) as T;
 
-const [{ createApp }, { createApiMetrics }, { createKeyVerifier }, { loadConfig }, { AppError }, { createIdMinter }, { createLogger }, { createMongo, COLLECTIONS }, { createWriteQueue, WRITE_JOB_NAME }, { createRedis }, { JOB_PAYLOAD_VERSION }, { createFeedbackWriter }] =
+const [{ createApp }, { createApiMetrics }, { createKeyVerifier }, { loadConfig }, { AppError }, { createIdMinter }, { createLogger }, { createMongo, COLLECTIONS }, { createWriteQueue, WRITE_JOB_NAME }, { createRedis }, { JOB_PAYLOAD_VERSION }, { ensureIndexes }] =
   await Promise.all([
     dist<typeof AppModule>('api/app.js'),
     dist<typeof MetricsModule>('api/metrics.js'),
@@ -45,7 +45,7 @@ const [{ createApp }, { createApiMetrics }, { createKeyVerifier }, { loadConfig 
     dist<typeof QueueModule>('shared/queue.js'),
     dist<typeof RedisModule>('shared/redis.js'),
     dist<typeof SchemasModule>('shared/schemas.js'),
-    dist<typeof WriterModule>('worker/writer.js'),
+    dist<typeof IndexesModule>('worker/indexes.js'),
   ]);
 
 type Enqueuer = EnqueuerModule.Enqueuer;
@@ -62,7 +62,7 @@ const unavailable = (cause: unknown) =>
 async function buildEnqueuer(): Promise<Enqueuer> {
   switch (design) {
     case 'ceiling':
-      return { enqueue: () => Promise.resolve({ jobId: '0', index: 0 }), drain: () => Promise.resolve() };
+      return { enqueue: () => Promise.resolve({ jobId: '0', index: 0, seq: 0 }), drain: () => Promise.resolve() };
     case 'textbook': {
       const redis = createRedis(config, 'producer', logger);
       const queue = createWriteQueue(config, redis);
@@ -71,7 +71,7 @@ async function buildEnqueuer(): Promise<Enqueuer> {
         async enqueue(write) {
           try {
             const job = await queue.add(WRITE_JOB_NAME, { v: JOB_PAYLOAD_VERSION, writes: [write] });
-            return { jobId: job.id ?? '0', index: 0 };
+            return { jobId: job.id ?? '0', index: 0, seq: 0 };
           } catch (err) {
             throw unavailable(err);
           }
@@ -82,7 +82,7 @@ async function buildEnqueuer(): Promise<Enqueuer> {
     case 'direct': {
       const mongo = createMongo(config);
       // The same indexes as the project's collections, so index upkeep costs the same.
-      await createFeedbackWriter({ db: mongo.db, logger }).ensureIndexes();
+      await ensureIndexes(mongo.db);
       const records = mongo.db.collection<Record<string, unknown> & { _id: string }>(COLLECTIONS.records);
       const responses = mongo.db.collection<Record<string, unknown> & { _id: string }>(COLLECTIONS.responses);
       closers.push(() => mongo.close());
@@ -120,7 +120,7 @@ async function buildEnqueuer(): Promise<Enqueuer> {
           } catch (err) {
             throw unavailable(err);
           }
-          return { jobId: 'direct', index: 0 };
+          return { jobId: 'direct', index: 0, seq: 0 };
         },
         drain: () => Promise.resolve(),
       };

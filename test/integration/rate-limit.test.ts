@@ -5,6 +5,7 @@ import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { createApp } from '../../api/app.js';
 import { createBacklogMonitor } from '../../api/backlog.js';
+import { createOrderClock } from '../../shared/order-clock.js';
 import { createBatchingEnqueuer } from '../../api/enqueuer.js';
 import { createIdempotencyStore } from '../../api/idempotency.js';
 import { createApiMetrics } from '../../api/metrics.js';
@@ -202,7 +203,7 @@ describe('rate limits', () => {
       const queue = createWriteQueue(config, redis);
       const metrics = createApiMetrics({ defaultMetrics: false });
       const backlog = createBacklogMonitor({ queue, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger: silentLogger });
-      const enqueuer = createBatchingEnqueuer({ queue, logger: silentLogger, metrics, maxItems: 10, maxInFlight: 1, timeoutMs: 2000, retryAfterSeconds: 1, compression: 'none' });
+      const enqueuer = createBatchingEnqueuer({ queue, logger: silentLogger, metrics, clock: createOrderClock(), maxItems: 10, maxBytes: 1 << 20, maxInFlight: 1, maxPendingWrites: 1000, maxPendingBytes: 1 << 24, timeoutMs: 2000, retryAfterSeconds: 1, compression: 'none' });
       close = async () => {
         await enqueuer.drain();
         backlog.stop();

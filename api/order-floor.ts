@@ -1,0 +1,76 @@
+import type { Db } from 'mongodb';
+import type { Logger } from '../shared/logger.js';
+import { COLLECTIONS } from '../shared/mongo.js';
+import { orderFloorAt, orderTime, type OrderClock } from '../shared/order-clock.js';
+
+/** The document that keeps the highest acceptance order any API process has persisted. */
+interface OrderFloorDoc {
+  _id: 'order_floor';
+  order: number;
+  updated_at: Date;
+}
+
+export interface OrderFloor {
+  /**
+   * Raises the clock above the persisted floor (plus one persist interval: orders minted after
+   * the last persist), then keeps persisting. Bounded by `timeoutMs`: with MongoDB down the API
+   * starts on its wall clock alone and says so.
+   */
+  start(timeoutMs: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface OrderFloorOptions {
+  readonly db: Db;
+  readonly clock: OrderClock;
+  readonly logger: Logger;
+  /** How often the highest minted order is persisted, ms. */
+  readonly persistMs: number;
+}
+
+/**
+ * Keeps the acceptance order from going back across restarts of the API when a host's clock
+ * steps backwards: every process persists the highest order it minted (`$max`, so processes never
+ * lower each other's), and a starting process mints above it. Redis plays no part, so a Redis
+ * reset or failover cannot lower it.
+ */
+export function createOrderFloor(options: OrderFloorOptions): OrderFloor {
+  const { clock, logger, persistMs } = options;
+  const col = options.db.collection<OrderFloorDoc>(COLLECTIONS.meta);
+  let timer: NodeJS.Timeout | undefined;
+  let persisted = 0;
+  let persisting: Promise<void> = Promise.resolve();
+
+  const persist = () => {
+    const order = clock.last();
+    if (order <= persisted) return;
+    persisting = col
+      .updateOne({ _id: 'order_floor' }, { $max: { order }, $set: { updated_at: new Date() } }, { upsert: true, timeoutMS: persistMs })
+      .then(
+        () => void (persisted = Math.max(persisted, order)),
+        (err: unknown) => logger.debug({ err: (err as Error).message }, 'could not persist the order floor; will retry'),
+      );
+  };
+
+  return {
+    async start(timeoutMs) {
+      try {
+        const doc = await col.findOne({ _id: 'order_floor' }, { timeoutMS: timeoutMs });
+        if (doc !== null) {
+          clock.raiseFloor(orderFloorAt(orderTime(doc.order) + persistMs));
+          persisted = doc.order;
+          if (orderTime(doc.order) > Date.now()) logger.warn({ floor_at: new Date(orderTime(doc.order)).toISOString() }, 'the persisted order floor is ahead of this host clock: orders continue above it');
+        }
+      } catch (err) {
+        logger.warn({ err: (err as Error).message }, 'could not read the order floor from MongoDB: acceptance order relies on this host clock alone until it can be persisted');
+      }
+      timer = setInterval(persist, persistMs);
+      timer.unref();
+    },
+    async close() {
+      clearInterval(timer);
+      persist();
+      await persisting;
+    },
+  };
+}

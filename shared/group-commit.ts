@@ -1,0 +1,164 @@
+/**
+ * Group commit: items submitted while a batch is being committed gather and leave together in
+ * the next batch. Under light load an item leaves alone at once (one event-loop turn of
+ * coalescing); under load batches fill up to their limits, so the cost of a commit is paid per
+ * batch instead of per item. The API uses it to put many writes in one queued job, the worker to
+ * store the writes of many jobs in one round of store commands.
+ */
+export interface GroupCommitOptions<T, R> {
+  /** Commits one batch; resolves with one result per item, in order, or rejects for all of them. */
+  commit(batch: readonly T[]): Promise<readonly R[]>;
+  /** Most items per batch. */
+  readonly maxItems: number;
+  /** Most total weight per batch; an item heavier than this leaves alone. Default: no limit. */
+  readonly maxWeight?: number;
+  /** Weight of an item (bytes, writes). Default 1. */
+  readonly weight?: (item: T) => number;
+  /** Most batches being committed at once. */
+  readonly maxInFlight: number;
+}
+
+export interface GroupCommit<T, R> {
+  /**
+   * Queues `item` for the next batch. With `deadline` (ms since the epoch), an item still waiting
+   * for a batch then is taken out and rejected with `expired()`: it was never committed.
+   */
+  submit(item: T, options?: { readonly deadline?: number; readonly expired?: () => Error }): Promise<R>;
+  /** Items and weight waiting for a batch (not those being committed). */
+  waiting(): { readonly items: number; readonly weight: number };
+  /** Resolves once nothing waits and nothing is being committed. */
+  drain(): Promise<void>;
+}
+
+interface Waiting<T, R> {
+  readonly item: T;
+  readonly weight: number;
+  readonly deadline: number;
+  readonly expired: (() => Error) | undefined;
+  readonly resolve: (result: R) => void;
+  readonly reject: (err: unknown) => void;
+}
+
+export function createGroupCommit<T, R>(options: GroupCommitOptions<T, R>): GroupCommit<T, R> {
+  const { commit, maxItems, maxInFlight } = options;
+  const maxWeight = options.maxWeight ?? Number.POSITIVE_INFINITY;
+  const weigh = options.weight ?? (() => 1);
+  // A FIFO with a moving head: shifting a long array per batch would copy it each time.
+  let queue: Waiting<T, R>[] = [];
+  let head = 0;
+  let waitingWeight = 0;
+  let inFlight = 0;
+  let scheduled = false;
+  let expiryTimer: NodeJS.Timeout | undefined;
+  const idle: (() => void)[] = [];
+
+  const waitingCount = () => queue.length - head;
+
+  function take(): Waiting<T, R>[] {
+    const batch: Waiting<T, R>[] = [];
+    let weight = 0;
+    while (head < queue.length && batch.length < maxItems) {
+      const next = queue[head]!;
+      if (batch.length > 0 && weight + next.weight > maxWeight) break;
+      batch.push(next);
+      weight += next.weight;
+      head++;
+    }
+    waitingWeight -= weight;
+    if (head === queue.length) {
+      queue = [];
+      head = 0;
+    }
+    return batch;
+  }
+
+  function run(batch: Waiting<T, R>[]): void {
+    inFlight++;
+    let results: Promise<readonly R[]>;
+    try {
+      results = commit(batch.map((w) => w.item));
+    } catch (err) {
+      results = Promise.reject(err);
+    }
+    results
+      .then(
+        (out) => {
+          if (out.length !== batch.length) throw new Error(`group commit returned ${out.length} results for ${batch.length} items`);
+          batch.forEach((w, i) => w.resolve(out[i]!));
+        },
+        (err: unknown) => {
+          for (const w of batch) w.reject(err);
+        },
+      )
+      .catch((err: unknown) => {
+        for (const w of batch) w.reject(err);
+      })
+      .finally(() => {
+        inFlight--;
+        if (waitingCount() > 0) schedule();
+        else if (inFlight === 0) for (const done of idle.splice(0)) done();
+      });
+  }
+
+  function pump(): void {
+    scheduled = false;
+    expire();
+    while (waitingCount() > 0 && inFlight < maxInFlight) run(take());
+  }
+
+  /** Rejects the items at the head whose deadline has passed (the queue is in deadline order). */
+  function expire(): void {
+    const now = Date.now();
+    while (head < queue.length && queue[head]!.deadline <= now) {
+      const w = queue[head++]!;
+      waitingWeight -= w.weight;
+      w.reject(w.expired?.() ?? new Error('expired before it was committed'));
+    }
+    if (head === queue.length) {
+      queue = [];
+      head = 0;
+      if (inFlight === 0) for (const done of idle.splice(0)) done();
+    }
+    armExpiry();
+  }
+
+  function armExpiry(): void {
+    clearTimeout(expiryTimer);
+    expiryTimer = undefined;
+    const first = queue[head];
+    if (first === undefined || !Number.isFinite(first.deadline)) return;
+    expiryTimer = setTimeout(expire, Math.max(0, first.deadline - Date.now()));
+    expiryTimer.unref();
+  }
+
+  function schedule(): void {
+    if (scheduled || inFlight >= maxInFlight) return;
+    scheduled = true;
+    // setImmediate lets the items submitted in this turn of the event loop join the batch.
+    setImmediate(pump);
+  }
+
+  return {
+    submit(item, opts = {}) {
+      return new Promise<R>((resolve, reject) => {
+        const weight = weigh(item);
+        const deadline = opts.deadline ?? Number.POSITIVE_INFINITY;
+        const last = queue[queue.length - 1];
+        // Keep the queue in deadline order so that expiry only ever looks at the head.
+        const ordered = last === undefined || last.deadline <= deadline ? deadline : last.deadline;
+        queue.push({ item, weight, deadline: ordered, expired: opts.expired, resolve, reject });
+        waitingWeight += weight;
+        if (waitingCount() === 1) armExpiry();
+        schedule();
+      });
+    },
+    waiting: () => ({ items: waitingCount(), weight: waitingWeight }),
+    drain() {
+      if (waitingCount() === 0 && inFlight === 0) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        idle.push(resolve);
+        schedule();
+      });
+    },
+  };
+}

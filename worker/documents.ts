@@ -1,0 +1,105 @@
+import type { Filter, UpdateFilter } from 'mongodb';
+import type { RecordWrite, ResponseWrite, Write } from '../shared/schemas.js';
+
+/** A validated write with its place in the acceptance order. */
+export interface SequencedWrite {
+  readonly write: Write;
+  /** Acceptance order (shared/order-clock.ts); a higher one was accepted later. */
+  readonly seq: number;
+  /** Place of the write in its job. */
+  readonly index: number;
+}
+
+export interface RecordDoc {
+  _id: string;
+  feedback_dataset_id: string;
+  field_to_value: Record<string, unknown>;
+  external_id?: string;
+  metadata?: Record<string, unknown>;
+  status: 'submitted';
+  api_key: string;
+  request_id: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface ResponseDoc {
+  _id: string;
+  feedback_record_id: string;
+  feedback_dataset_id: string;
+  user_id: string;
+  status: string;
+  values: Record<string, unknown>;
+  /** Acceptance order of the version stored; an update with a lower one never replaces it. */
+  seq: number;
+  api_key: string;
+  request_id: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export function recordDoc(w: RecordWrite): RecordDoc {
+  const at = new Date(w.accepted_at);
+  return {
+    _id: w.record_id,
+    feedback_dataset_id: w.record.feedback_dataset_id,
+    field_to_value: w.record.field_to_value,
+    ...(w.record.external_id === undefined ? {} : { external_id: w.record.external_id }),
+    ...(w.record.metadata === undefined ? {} : { metadata: w.record.metadata }),
+    status: 'submitted',
+    api_key: w.api_key,
+    request_id: w.request_id,
+    created_at: at,
+    updated_at: at,
+  };
+}
+
+/** The first response of a new record: the lowest order of its (record, annotator) pair. */
+export function firstResponseDoc(item: SequencedWrite & { readonly write: RecordWrite }): ResponseDoc {
+  const w = item.write;
+  const at = new Date(w.accepted_at);
+  return {
+    _id: w.response_id,
+    feedback_record_id: w.record_id,
+    feedback_dataset_id: w.record.feedback_dataset_id,
+    user_id: w.response.user_id,
+    status: w.response.status,
+    values: w.response.values,
+    seq: item.seq,
+    api_key: w.api_key,
+    request_id: w.request_id,
+    created_at: at,
+    updated_at: at,
+  };
+}
+
+export interface ResponseUpdate {
+  readonly filter: Filter<ResponseDoc>;
+  readonly update: UpdateFilter<ResponseDoc>;
+}
+
+/**
+ * The conditional upsert of one response version. It matches a stored version accepted earlier,
+ * or this same version (a job run twice stores it again, unchanged); when a later one is stored,
+ * the filter misses and the upsert's insert of the same _id fails with a duplicate key, which the
+ * caller reads as "stale" after one check (see updates.ts). `createdAt` is the time of the
+ * earliest version of the pair the caller knows of.
+ */
+export function responseUpdate(item: SequencedWrite, datasetId: string, createdAt: number): ResponseUpdate {
+  const w = item.write as Write;
+  return {
+    filter: { _id: w.response_id, seq: { $lte: item.seq } },
+    update: {
+      $set: { status: w.response.status, values: w.response.values, seq: item.seq, api_key: w.api_key, request_id: w.request_id, updated_at: new Date(w.accepted_at) },
+      $setOnInsert: { feedback_record_id: w.record_id, feedback_dataset_id: datasetId, user_id: w.response.user_id, created_at: new Date(createdAt) },
+    },
+  };
+}
+
+export function isRecordWrite(item: SequencedWrite): item is SequencedWrite & { readonly write: RecordWrite } {
+  return item.write.kind === 'record';
+}
+
+export function isResponseWrite(item: SequencedWrite): item is SequencedWrite & { readonly write: ResponseWrite } {
+  return item.write.kind === 'response';
+}

@@ -1,0 +1,37 @@
+import type { Db, IndexDescription } from 'mongodb';
+import { COLLECTIONS } from '../shared/mongo.js';
+import { isTransientMongoError, TransientStoreError } from './errors.js';
+
+/** The indexes the worker's writes and the expected reads need (idempotent to create). */
+const INDEXES: readonly { readonly collection: string; readonly index: IndexDescription }[] = [
+  { collection: COLLECTIONS.records, index: { key: { feedback_dataset_id: 1, created_at: 1 }, name: 'dataset_created' } },
+  { collection: COLLECTIONS.records, index: { key: { feedback_dataset_id: 1, external_id: 1 }, name: 'dataset_external_id' } },
+  { collection: COLLECTIONS.responses, index: { key: { feedback_record_id: 1, user_id: 1 }, name: 'record_user_unique', unique: true } },
+  { collection: COLLECTIONS.responses, index: { key: { feedback_dataset_id: 1, updated_at: 1 }, name: 'dataset_updated' } },
+  { collection: COLLECTIONS.responseLeases, index: { key: { epoch: 1 }, name: 'epoch' } },
+  { collection: COLLECTIONS.deadLetters, index: { key: { failed_at: 1 }, name: 'failed_at' } },
+];
+
+/** An index the store refuses for good (options conflicting with an existing index of that name…). */
+export class IndexSetupError extends Error {
+  constructor(collection: string, name: string, cause: unknown) {
+    super(`cannot create index ${name} on ${collection}: ${(cause as Error).message}`, { cause });
+    this.name = 'IndexSetupError';
+  }
+}
+
+/**
+ * Creates the indexes, one per command (FerretDB v1 fails a repeated createIndexes that lists
+ * several existing ones). Throws {@link TransientStoreError} while the store is unreachable (the
+ * caller retries) and {@link IndexSetupError} for anything else (the caller stops).
+ */
+export async function ensureIndexes(db: Db): Promise<void> {
+  for (const { collection, index } of INDEXES) {
+    try {
+      await db.collection(collection).createIndexes([index]);
+    } catch (err) {
+      if (isTransientMongoError(err)) throw new TransientStoreError(err);
+      throw new IndexSetupError(collection, index.name ?? 'index', err);
+    }
+  }
+}

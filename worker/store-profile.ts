@@ -1,0 +1,34 @@
+import type { Db } from 'mongodb';
+
+/**
+ * What the worker may rely on from the store, read once at start-up. MongoDB applies a
+ * conditional update atomically, reports each failed document of an unordered insertMany, and
+ * serves `$in` from an index. FerretDB v1 runs an update as an unlocked read-modify-write, stops a
+ * batch at its first error (its error indexes cannot be trusted), evaluates `$in` by scanning,
+ * and stops answering when one command holds too many open cursors: the worker then takes leases
+ * around updates, retries a failed batch one document at a time, looks records up one `_id` at a
+ * time, and keeps update commands small.
+ */
+export interface StoreProfile {
+  readonly name: 'mongodb' | 'ferretdb';
+  /** A conditional update is atomic: no lease is needed around it. */
+  readonly atomicUpdates: boolean;
+  /** An unordered insertMany reports every failed document with its index. */
+  readonly perDocumentErrors: boolean;
+  /** `{_id: {$in: …}}` is an index lookup, not a scan. */
+  readonly indexedIn: boolean;
+  /** Most operations in one update command. */
+  readonly updateBatchSize: number;
+}
+
+export const STORE_PROFILES = {
+  mongodb: { name: 'mongodb', atomicUpdates: true, perDocumentErrors: true, indexedIn: true, updateBatchSize: 1000 },
+  ferretdb: { name: 'ferretdb', atomicUpdates: false, perDocumentErrors: false, indexedIn: false, updateBatchSize: 10 },
+} as const satisfies Record<string, StoreProfile>;
+
+/** `setting` forces a profile; `auto` asks the server (FerretDB names itself in buildInfo). */
+export async function detectStoreProfile(db: Db, setting: 'auto' | 'mongodb' | 'ferretdb'): Promise<StoreProfile> {
+  if (setting !== 'auto') return STORE_PROFILES[setting];
+  const info = await db.admin().command({ buildInfo: 1 });
+  return 'ferretdbVersion' in info ? STORE_PROFILES.ferretdb : STORE_PROFILES.mongodb;
+}
