@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -50,6 +50,8 @@ export interface ManagedServer {
   kill(): Promise<void>;
   /** Stops it and removes its data. */
   destroy(): Promise<void>;
+  /** Stops it, removes its data and starts an empty one on the same port (a new, blank server). */
+  wipe(): Promise<void>;
 }
 
 function managed(port: number, url: string, dir: string, launch: () => ChildProcess): ManagedServer {
@@ -79,6 +81,12 @@ function managed(port: number, url: string, dir: string, launch: () => ChildProc
     async destroy() {
       await signal('SIGTERM');
       rmSync(dir, { recursive: true, force: true });
+    },
+    async wipe() {
+      await signal('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+      mkdirSync(dir, { recursive: true });
+      await start();
     },
   };
 }
