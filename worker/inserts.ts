@@ -1,6 +1,5 @@
 import { MongoBulkWriteError, type Collection, type OptionalUnlessRequiredId } from 'mongodb';
 import { isDuplicateKey, isTransientMongoError, TransientStoreError } from './errors.js';
-import type { StoreProfile } from './store-profile.js';
 
 /** What became of one document: newly inserted, already there (same _id), or refused for good. */
 export type InsertOutcome = { readonly kind: 'inserted' } | { readonly kind: 'present' } | { readonly kind: 'rejected'; readonly error: string };
@@ -10,26 +9,27 @@ const PRESENT: InsertOutcome = { kind: 'present' };
 
 /**
  * Inserts documents whose _id was minted by the API, so a duplicate key means "stored before"
- * (a job run twice). One insertMany; when it errs, MongoDB's per-document errors say which
- * document failed, while on FerretDB the batch is retried one document at a time (repeating an
- * insert that did apply only meets its own duplicate). Throws {@link TransientStoreError} when
- * the store cannot be reached.
+ * (a job run twice). One unordered insertMany, whose per-document errors say which documents
+ * failed (MongoDB and FerretDB alike); any other error is resolved one document at a time
+ * (repeating an insert that did apply only meets its own duplicate). Throws
+ * {@link TransientStoreError} when the store cannot be reached.
  */
-export async function insertNew<D extends { _id: string }>(col: Collection<D>, docs: readonly D[], profile: StoreProfile): Promise<InsertOutcome[]> {
+export async function insertNew<D extends { _id: string }>(col: Collection<D>, docs: readonly D[]): Promise<InsertOutcome[]> {
   if (docs.length === 0) return [];
   try {
     await col.insertMany(docs as OptionalUnlessRequiredId<D>[], { ordered: false });
     return docs.map(() => INSERTED);
   } catch (err) {
     if (isTransientMongoError(err)) throw new TransientStoreError(err);
-    if (profile.perDocumentErrors && err instanceof MongoBulkWriteError) return fromBulkError(err, docs.length);
+    if (err instanceof MongoBulkWriteError && err.writeErrors !== undefined) return fromBulkError(err, docs.length);
   }
   const outcomes: InsertOutcome[] = [];
   for (const doc of docs) outcomes.push(await insertOne(col, doc));
   return outcomes;
 }
 
-function fromBulkError(err: MongoBulkWriteError, count: number): InsertOutcome[] {
+/** Exported for its unit test. */
+export function fromBulkError(err: MongoBulkWriteError, count: number): InsertOutcome[] {
   const outcomes: InsertOutcome[] = new Array<InsertOutcome>(count).fill(INSERTED);
   const writeErrors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
   for (const e of writeErrors) {

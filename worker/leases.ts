@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import type { Db } from 'mongodb';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { insertNew } from './inserts.js';
-import type { StoreProfile } from './store-profile.js';
 
 /**
  * One claim on a response for one lease epoch. Its _id is unique per (response, epoch): an insert
@@ -43,8 +42,8 @@ export interface Leases {
  * atomic on FerretDB, so no writer ever deletes a claim it does not hold, except the sweep of
  * epochs nobody can hold any more).
  */
-export function createLeases(options: { db: Db; leaseMs: number; profile: StoreProfile; now?: () => number }): Leases {
-  const { leaseMs, profile } = options;
+export function createLeases(options: { db: Db; leaseMs: number; now?: () => number }): Leases {
+  const { leaseMs } = options;
   const now = options.now ?? Date.now;
   const col = options.db.collection<LeaseDoc>(COLLECTIONS.responseLeases);
   const owner = randomUUID();
@@ -56,9 +55,9 @@ export function createLeases(options: { db: Db; leaseMs: number; profile: StoreP
       const validUntil = (epoch + 2) * leaseMs;
       const taken_at = new Date();
       const docs = responseIds.flatMap((id) => [epoch, epoch + 1].map((e) => ({ _id: idOf(id, e), epoch: e, owner, taken_at })));
-      const outcomes = await insertNew(col, docs, profile);
-      // "Present" may be our own claim: insertNew retries a failed batch one by one on FerretDB,
-      // where the claims inserted before the failure then meet themselves. The owner tells.
+      const outcomes = await insertNew(col, docs);
+      // "Present" may be our own claim when insertNew had to go one by one (an error without
+      // per-document detail): the claims inserted before it then meet themselves. The owner tells.
       const present = docs.filter((_, i) => outcomes[i]!.kind === 'present').map((d) => d._id);
       const ownPresent = new Set(present.length === 0 ? [] : (await col.find({ _id: { $in: present }, owner }, { projection: { _id: 1 } }).toArray()).map((d) => d._id));
       const isMine = (i: number) => outcomes[i]!.kind === 'inserted' || ownPresent.has(docs[i]!._id);

@@ -1,20 +1,21 @@
 import type { Db } from 'mongodb';
 
 /**
- * What the worker may rely on from the store, read once at start-up. MongoDB applies a
- * conditional update atomically, reports each failed document of an unordered insertMany, and
- * serves `$in` from an index. FerretDB v1 runs an update as an unlocked read-modify-write, stops a
- * batch at its first error (its error indexes cannot be trusted), evaluates `$in` by scanning,
- * and stops answering when one command holds too many open cursors: the worker then takes leases
- * around updates, retries a failed batch one document at a time, looks records up one `_id` at a
- * time, and keeps update commands small.
+ * What the worker may rely on from the store, read once at start-up. Both report each failed
+ * document of an unordered insertMany. MongoDB applies a conditional update atomically, reports
+ * each failed operation of an update command and serves `$in` from an index. FerretDB v1 runs an
+ * update as an unlocked read-modify-write, stops an update command at its first error (its error
+ * indexes cannot be trusted), evaluates `$in` by scanning, and stops answering when one command
+ * holds too many open cursors: the worker then takes leases around updates, repeats a failed
+ * update command one operation at a time, looks records up one `_id` at a time, and keeps update
+ * commands small.
  */
 export interface StoreProfile {
   readonly name: 'mongodb' | 'ferretdb';
   /** A conditional update is atomic: no lease is needed around it. */
   readonly atomicUpdates: boolean;
-  /** An unordered insertMany reports every failed document with its index. */
-  readonly perDocumentErrors: boolean;
+  /** An unordered update command applies every operation it can and reports each failed one. */
+  readonly reliableUpdateErrors: boolean;
   /** `{_id: {$in: …}}` is an index lookup, not a scan. */
   readonly indexedIn: boolean;
   /** Most operations in one update command. */
@@ -22,8 +23,8 @@ export interface StoreProfile {
 }
 
 export const STORE_PROFILES = {
-  mongodb: { name: 'mongodb', atomicUpdates: true, perDocumentErrors: true, indexedIn: true, updateBatchSize: 1000 },
-  ferretdb: { name: 'ferretdb', atomicUpdates: false, perDocumentErrors: false, indexedIn: false, updateBatchSize: 10 },
+  mongodb: { name: 'mongodb', atomicUpdates: true, reliableUpdateErrors: true, indexedIn: true, updateBatchSize: 1000 },
+  ferretdb: { name: 'ferretdb', atomicUpdates: false, reliableUpdateErrors: false, indexedIn: false, updateBatchSize: 10 },
 } as const satisfies Record<string, StoreProfile>;
 
 /** `setting` forces a profile; `auto` asks the server (FerretDB names itself in buildInfo). */

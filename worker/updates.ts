@@ -9,7 +9,7 @@ export type UpdateOutcome = { readonly kind: 'applied' } | { readonly kind: 'sta
 const APPLIED: UpdateOutcome = { kind: 'applied' };
 const STALE: UpdateOutcome = { kind: 'stale' };
 /** A duplicate key on the upsert: a later version is stored, or an older one was inserted meanwhile. */
-type Attempt = UpdateOutcome | { readonly kind: 'conflict' };
+export type Attempt = UpdateOutcome | { readonly kind: 'conflict' };
 
 function transientOr<T>(err: unknown, otherwise: T): T {
   if (isTransientMongoError(err)) throw new TransientStoreError(err);
@@ -43,12 +43,7 @@ async function applyChunk(col: Collection<ResponseDoc>, chunk: readonly Response
     return chunk.map(() => APPLIED);
   } catch (err) {
     transientOr(err, undefined);
-    if (profile.perDocumentErrors && err instanceof MongoBulkWriteError) {
-      const attempts: Attempt[] = chunk.map(() => APPLIED);
-      const writeErrors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
-      for (const e of writeErrors) attempts[e.index] = e.code === 11000 ? { kind: 'conflict' } : { kind: 'rejected', error: e.errmsg ?? `store error ${e.code}` };
-      return attempts;
-    }
+    if (profile.reliableUpdateErrors && err instanceof MongoBulkWriteError && err.writeErrors !== undefined) return attemptsFromBulkError(err, chunk.length);
   }
   // FerretDB stops at the first error and its indexes cannot be trusted: one at a time, which is
   // harmless for those that did apply (the filter matches their own version again).
@@ -60,6 +55,16 @@ async function applyChunk(col: Collection<ResponseDoc>, chunk: readonly Response
     } catch (err) {
       attempts.push(isDuplicateKey(err) ? { kind: 'conflict' } : transientOr(err, { kind: 'rejected', error: (err as Error).message }));
     }
+  }
+  return attempts;
+}
+
+/** What each operation of a failed unordered update command did, from its per-operation errors (MongoDB). */
+export function attemptsFromBulkError(err: MongoBulkWriteError, count: number): Attempt[] {
+  const attempts: Attempt[] = new Array<Attempt>(count).fill(APPLIED);
+  const writeErrors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+  for (const e of writeErrors) {
+    if (e.index >= 0 && e.index < count) attempts[e.index] = e.code === 11000 ? { kind: 'conflict' } : { kind: 'rejected', error: e.errmsg ?? `store error ${e.code}` };
   }
   return attempts;
 }

@@ -68,7 +68,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
   const records = db.collection<RecordDoc>(COLLECTIONS.records);
   const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
   const lookup = createRecordLookup({ records, profile, capacity: options.recordCacheSize ?? 100_000 });
-  const leases = profile.atomicUpdates ? undefined : createLeases({ db, leaseMs, profile });
+  const leases = profile.atomicUpdates ? undefined : createLeases({ db, leaseMs });
   const sweeper = leases === undefined ? undefined : setInterval(() => void leases.sweep().catch(() => undefined), leaseMs);
   sweeper?.unref();
 
@@ -135,13 +135,16 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       });
       open = next;
     }
-    // A record whose first response lost to a later version of it is stored all the same.
-    return results.map((r, i) => (r === undefined || (r.kind === 'stale' && isRecordWrite(items[i]!)) ? STORED : r));
+    return results.map((r, i) => {
+      if (r === undefined) throw new Error(`writer left write ${i} of its round undecided`);
+      // A record whose first response lost to a later version of it is stored all the same.
+      return r.kind === 'stale' && isRecordWrite(items[i]!) ? STORED : r;
+    });
   }
 
   async function storeRecords(items: readonly SequencedWrite[], results: (WriteResult | undefined)[]): Promise<void> {
     const at = items.flatMap((item, i) => (isRecordWrite(item) ? [{ i, item }] : []));
-    const outcomes = await insertNew(records, at.map(({ item }) => recordDoc(item.write)), profile);
+    const outcomes = await insertNew(records, at.map(({ item }) => recordDoc(item.write)));
     at.forEach(({ i, item }, k) => {
       const outcome = outcomes[k]!;
       if (outcome.kind === 'rejected') results[i] = outcome;
@@ -172,7 +175,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       else updates.push(k);
     });
 
-    const inserted = await insertNew(responses, firsts.map((f) => f.doc), profile);
+    const inserted = await insertNew(responses, firsts.map((f) => f.doc));
     firsts.forEach(({ k }, n) => {
       const o = inserted[n]!;
       // Present: the pair's first version is stored already, or a later one; either way ours is not needed.

@@ -1,0 +1,229 @@
+import { expect } from 'chai';
+import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
+import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
+import type { RecordWrite, ResponseWrite } from '../../shared/schemas.js';
+import type { SequencedWrite } from '../../worker/documents.js';
+import { ensureIndexes } from '../../worker/indexes.js';
+import { STORE_PROFILES, detectStoreProfile, type StoreProfile } from '../../worker/store-profile.js';
+import { createFeedbackWriter, type FeedbackWriter, type WriteResult } from '../../worker/writer.js';
+import { uniqueName } from '../helpers/env.js';
+import { sharedServices } from '../helpers/root-hooks.js';
+import { silentLogger } from '../helpers/stack.js';
+
+/** A deterministic shuffle (mulberry32), so a failing order can be replayed from the printed seed. */
+function shuffled<T>(items: readonly T[], seed: number): T[] {
+  let a = seed >>> 0;
+  const rand = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
+const BASE_SEQ = 2 ** 50;
+
+function recordWrite(n: number): SequencedWrite {
+  const write: RecordWrite = {
+    kind: 'record',
+    request_id: `req-rec-${n}`,
+    accepted_at: 1_700_000_000_000 + n,
+    api_key: 'tester',
+    record_id: `rec_writer_test_${String(n).padStart(4, '0')}`,
+    response_id: `rsp_first_${n}`,
+    record: { feedback_dataset_id: 'ds_writer', field_to_value: { q: `question ${n}` } },
+    response: { status: 'submitted', values: { first: n }, user_id: 'end-user' },
+  };
+  return { write, seq: BASE_SEQ + n, index: 0 };
+}
+
+/** Version `v` of the response of (record `r`, annotator `u`); a higher `v` was accepted later. */
+function version(r: number, u: number, v: number, values: Record<string, unknown> = { v }): SequencedWrite {
+  const write: ResponseWrite = {
+    kind: 'response',
+    request_id: `req-${r}-${u}-${v}`,
+    accepted_at: 1_700_000_100_000 + v,
+    api_key: 'tester',
+    record_id: `rec_writer_test_${String(r).padStart(4, '0')}`,
+    response_id: `rsp_${r}_${u}`,
+    response: { status: 'draft', values, user_id: `ann-${u}` },
+  };
+  return { write, seq: BASE_SEQ + 1_000_000 + v * 1000 + r * 10 + u, index: 0 };
+}
+
+describe('worker writer (order, races, store limits) on the real store', () => {
+  let client: MongoClient;
+  let db: Db;
+  let detected: StoreProfile;
+  const clients: MongoClient[] = [];
+  const writers: FeedbackWriter[] = [];
+
+  async function writerOn(profile: StoreProfile, options: { monitor?: (e: CommandStartedEvent) => void; maxBatchWrites?: number } = {}): Promise<FeedbackWriter> {
+    const c = new MongoClient(sharedServices().mongoUrl, { ...mongoClientOptions(), monitorCommands: options.monitor !== undefined, retryWrites: false });
+    if (options.monitor !== undefined) c.on('commandStarted', options.monitor);
+    clients.push(c);
+    const w = createFeedbackWriter({ db: c.db(db.databaseName), logger: silentLogger, profile, leaseMs: 5_000, ...(options.maxBatchWrites === undefined ? {} : { maxBatchWrites: options.maxBatchWrites }) });
+    writers.push(w);
+    return w;
+  }
+
+  beforeEach(async () => {
+    client = new MongoClient(sharedServices().mongoUrl, { ...mongoClientOptions(), retryWrites: false });
+    db = client.db(uniqueName('writer').replace(/-/g, '_'));
+    await ensureIndexes(db);
+    detected = await detectStoreProfile(db, 'auto');
+  });
+  afterEach(async () => {
+    for (const w of writers.splice(0)) w.close();
+    await Promise.all(clients.splice(0).map((c) => c.close()));
+    await db.dropDatabase().catch(() => undefined);
+    await client.close();
+  });
+
+  const stored = () => db.collection<{ _id: string; seq: number; values: Record<string, unknown>; status: string; created_at: Date }>(COLLECTIONS.responses);
+
+  it('detects the store it runs on (FerretDB here): no atomic conditional update, so leases', () => {
+    expect(detected.name).to.equal('ferretdb');
+    expect(detected.atomicUpdates).to.equal(false);
+  });
+
+  // Both sides of every branch the profile drives, on the store at hand. FerretDB cannot play
+  // MongoDB's per-operation update errors (it stops a command at its first error): that part of
+  // the MongoDB side is covered by test/unit/bulk-errors.test.ts.
+  const sides: [string, StoreProfile][] = [
+    ['MongoDB (no leases, $in lookups, large update commands)', { ...STORE_PROFILES.mongodb, reliableUpdateErrors: false }],
+    ['FerretDB (leases, one lookup per record, small update commands)', STORE_PROFILES.ferretdb],
+  ];
+  for (const [label, profile] of sides) {
+    describe(`with the ${label} profile`, () => {
+      it('keeps the newest version of each response whatever order and batches the versions arrive in, and says stale for the others', async () => {
+        const w = await writerOn(profile);
+        const recs = [1, 2, 3].map(recordWrite);
+        expect((await w.write(recs)).map((r) => r.kind)).to.deep.equal(['stored', 'stored', 'stored']);
+        const all = [1, 2, 3].flatMap((r) => [1, 2].flatMap((u) => Array.from({ length: 8 }, (_, v) => version(r, u, v + 1))));
+        const seed = 20261123;
+        const order = shuffled(all, seed);
+        const results: WriteResult[] = [];
+        // Uneven batches: some hold several versions of one response, some one.
+        for (let i = 0; i < order.length; i += 5) results.push(...(await w.write(order.slice(i, i + 5))));
+        for (const r of [1, 2, 3]) {
+          for (const u of [1, 2]) {
+            const doc = await stored().findOne({ _id: `rsp_${r}_${u}` });
+            expect(doc?.values, `seed ${seed}: rsp_${r}_${u}`).to.deep.equal({ v: 8 });
+            expect(doc?.seq).to.equal(version(r, u, 8).seq);
+          }
+        }
+        expect(results.filter((r) => r.kind === 'stored').length + results.filter((r) => r.kind === 'stale').length).to.equal(all.length);
+        expect(results.some((r) => r.kind === 'stale'), 'some versions arrived after a later one').to.equal(true);
+      });
+
+      it('a newer version the store refuses for good does not erase an older valid one of the same batch', async () => {
+        const w = await writerOn(profile);
+        await w.write([recordWrite(1)]);
+        const older = version(1, 1, 1, { ok: 'older' });
+        // FerretDB v1 cannot store a list directly inside a list: refused for good.
+        const newer = version(1, 1, 2, { grid: [[1, 2]] });
+        const results = await w.write([older, newer]);
+        expect(results.map((r) => r.kind)).to.deep.equal(['stored', 'rejected']);
+        expect((await stored().findOne({ _id: 'rsp_1_1' }))?.values).to.deep.equal({ ok: 'older' });
+      });
+
+      it('a job run twice, and two writers running the same job at once, store what one run stores', async () => {
+        const [a, b] = [await writerOn(profile), await writerOn(profile)];
+        const job = [recordWrite(7), version(7, 1, 1), version(7, 1, 2), version(7, 2, 1)];
+        await Promise.all([a.write(job), b.write(job)]);
+        await a.write(job);
+        expect(await db.collection(COLLECTIONS.records).countDocuments({ _id: 'rec_writer_test_0007' as never })).to.equal(1);
+        const docs = await stored().find({ _id: { $in: ['rsp_7_1', 'rsp_7_2', 'rsp_first_7'] } }).sort({ _id: 1 }).toArray();
+        expect(docs.map((d) => [d._id, d.values])).to.deep.equal([['rsp_7_1', { v: 2 }], ['rsp_7_2', { v: 1 }], ['rsp_first_7', { first: 7 }]]);
+      });
+
+      it('a response whose record is not stored is deferred, not stored without its record', async () => {
+        const w = await writerOn(profile);
+        expect((await w.write([version(9, 1, 1)])).map((r) => r.kind)).to.deep.equal(['deferred']);
+        expect(await stored().countDocuments({})).to.equal(0);
+        await w.write([recordWrite(9)]);
+        expect((await w.write([version(9, 1, 1)])).map((r) => r.kind)).to.deep.equal(['stored']);
+      });
+    });
+  }
+
+  it('three writers updating the same responses at once, each in its own order, leave the newest version of every one', async function () {
+    this.timeout(120_000);
+    const ws = await Promise.all([1, 2, 3].map(() => writerOn(detected)));
+    const boot = ws[0]!;
+    await boot.write([1, 2, 3, 4].map(recordWrite));
+    const all = [1, 2, 3, 4].flatMap((r) => [1, 2, 3].flatMap((u) => Array.from({ length: 20 }, (_, v) => version(r, u, v + 1))));
+    const seed = Number(process.env['WRITER_RACE_SEED'] ?? Date.now() % 100_000);
+    // Each writer gets every version (as when jobs are redelivered) in an order of its own, in
+    // batches of 3: 80 store rounds each, all three writers racing on the same 12 responses.
+    await Promise.all(ws.map(async (w, k) => {
+      const order = shuffled(all, seed + k);
+      for (let i = 0; i < order.length; i += 3) await w.write(order.slice(i, i + 3));
+    }));
+    const wrong: string[] = [];
+    for (const r of [1, 2, 3, 4]) {
+      for (const u of [1, 2, 3]) {
+        const doc = await stored().findOne({ _id: `rsp_${r}_${u}` });
+        if (doc?.values['v'] !== 20) wrong.push(`rsp_${r}_${u}: v=${String(doc?.values['v'])}`);
+      }
+    }
+    expect(wrong, `replay with WRITER_RACE_SEED=${seed}`).to.deep.equal([]);
+  });
+
+  it('never sends an update command with more operations than the store takes, nor two at once per writer', async () => {
+    let inFlight = 0;
+    let maxInFlight = 0;
+    let maxOps = 0;
+    const pending = new Set<number>();
+    const w = await writerOn(detected, {
+      monitor: (e) => {
+        if (e.commandName !== 'update') return;
+        maxOps = Math.max(maxOps, (e.command['updates'] as unknown[]).length);
+        pending.add(e.requestId);
+        inFlight++;
+        maxInFlight = Math.max(maxInFlight, inFlight);
+      },
+    });
+    for (const c of clients) {
+      c.on('commandSucceeded', (e) => void (pending.delete(e.requestId) && inFlight--));
+      c.on('commandFailed', (e) => void (pending.delete(e.requestId) && inFlight--));
+    }
+    await w.write([1, 2].map(recordWrite));
+    // 200 versions of existing responses: the kind of batch that hangs FerretDB on PostgreSQL when
+    // sent as one command.
+    const updates = [1, 2].flatMap((r) => Array.from({ length: 100 }, (_, u) => version(r, u, 1)));
+    await w.write(updates);
+    await Promise.all([w.write(updates.map((u) => ({ ...u, seq: u.seq + 1 }))), w.write([1, 2].flatMap((r) => Array.from({ length: 100 }, (_, u) => version(r, u, 2))))]);
+    expect(maxOps).to.be.greaterThan(0);
+    expect(maxOps).to.be.at.most(detected.updateBatchSize);
+    expect(maxInFlight).to.equal(1);
+  });
+
+  it('a store round takes a constant number of commands with the MongoDB profile, however many writes it holds', async function () {
+    this.timeout(60_000);
+    const counts: number[] = [];
+    let n = 0;
+    const loader = await writerOn(STORE_PROFILES.mongodb);
+    // A second writer that has not seen the records: it must look them up (one $in query).
+    const w = await writerOn(STORE_PROFILES.mongodb, { monitor: (e) => void (['insert', 'update', 'find', 'delete'].includes(e.commandName) && n++) });
+    for (const size of [5, 60]) {
+      const base = size * 10;
+      const recs = Array.from({ length: size }, (_, i) => recordWrite(base + i));
+      await loader.write(recs);
+      n = 0;
+      await w.write(recs.flatMap((_, i) => [version(base + i, 1, 1), version(base + i, 2, 1)]));
+      counts.push(n);
+    }
+    expect(counts[0]).to.equal(counts[1]);
+    // The record lookup and one update command.
+    expect(counts[1]).to.equal(2);
+  });
+});
