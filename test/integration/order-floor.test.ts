@@ -1,0 +1,29 @@
+import { expect } from 'chai';
+import { MongoClient } from 'mongodb';
+import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
+import { orderFloorAt } from '../../shared/order-clock.js';
+import { testConfig } from '../helpers/env.js';
+import { eventually, recordBody, responses, startStack } from '../helpers/stack.js';
+
+describe('acceptance order floor (persisted in MongoDB, survives Redis and restarts)', () => {
+  it('an API starting behind the persisted floor (its clock stepped back) mints orders above it, and persists its own', async () => {
+    const config = testConfig();
+    const client = new MongoClient(config.mongodbUri, { ...mongoClientOptions(), retryWrites: false });
+    const meta = client.db(config.mongodbDatabase).collection<{ _id: string; order: number }>(COLLECTIONS.meta);
+    // As if an API, on a host whose clock ran an hour ahead, had accepted writes before.
+    const floor = orderFloorAt(Date.now() + 3_600_000);
+    await meta.insertOne({ _id: 'order_floor', order: floor });
+    const stack = await startStack(config);
+    try {
+      const res = await stack.post('/feedback-record', recordBody());
+      expect(res.status).to.equal(200);
+      const doc = await eventually(async () => (await responses(stack.db).findOne({ _id: res.body.feedback_response_id })) ?? undefined, 15_000, 'response stored');
+      expect(doc['seq']).to.be.greaterThan(floor);
+      // The API persists what it minted (every second), so the next start begins above it.
+      await eventually(async () => ((await meta.findOne({ _id: 'order_floor' }))!.order >= doc['seq'] ? true : undefined), 5_000, 'floor persisted');
+    } finally {
+      await stack.close();
+      await client.close();
+    }
+  });
+});
