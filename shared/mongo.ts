@@ -40,8 +40,10 @@ export function createMongo(config: Pick<Config, 'mongodbUri' | 'mongodbDatabase
     serverSelectionTimeoutMS: config.mongodbTimeoutMs,
     connectTimeoutMS: config.mongodbTimeoutMs,
     socketTimeoutMS: Math.max(config.mongodbTimeoutMs * 6, 30_000),
-    // FerretDB v1 has no retryable writes; our writes are idempotent upserts anyway.
-    retryWrites: false,
+    // Retried once by the driver after a replica-set election (MongoDB); a standalone server
+    // (FerretDB) offers no retryable writes and the driver then sends none. Our writes are
+    // idempotent either way.
+    retryWrites: true,
     appName: 'feedback-ingest',
   });
   return { client, db: client.db(config.mongodbDatabase), close: () => client.close() };

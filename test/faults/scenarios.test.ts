@@ -158,7 +158,7 @@ describe('fault scenarios (real processes, durable Redis, FerretDB; ledger)', fu
     const ackedBefore = l.acked;
     // The outage itself lasts a fixed time: that is the fault, not a wait for a condition.
     await new Promise((r) => setTimeout(r, OUTAGE_MS));
-    const delayedDuringOutage = worker.lines.filter(msg('store unavailable; job delayed')).length;
+    const delayedDuringOutage = worker.lines.filter(msg('store unavailable; queue paused')).length;
     await c.mongo.start();
     const upAt = Date.now();
 
