@@ -1,4 +1,4 @@
-import { MongoError, MongoNetworkError, MongoServerSelectionError } from 'mongodb';
+import { MongoBulkWriteError, MongoError, MongoNetworkError, MongoServerSelectionError } from 'mongodb';
 
 /** MongoDB is unreachable or busy: retry later without using a job attempt. */
 export class TransientStoreError extends Error {
@@ -13,6 +13,8 @@ const TRANSIENT_CODES = new Set([6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 116
 
 export function isTransientMongoError(err: unknown): boolean {
   if (err instanceof MongoNetworkError || err instanceof MongoServerSelectionError) return true;
+  // A bulk command whose connection failed carries the network error only as its message.
+  if (err instanceof MongoBulkWriteError && /ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|connection .* closed|socket/i.test(err.message)) return true;
   if (err instanceof MongoError) {
     if (err.hasErrorLabel('RetryableWriteError') || err.hasErrorLabel('ResetPool') || err.hasErrorLabel('TransientTransactionError')) return true;
     if (typeof err.code === 'number' && TRANSIENT_CODES.has(err.code)) return true;

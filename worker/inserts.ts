@@ -21,11 +21,22 @@ export async function insertNew<D extends { _id: string }>(col: Collection<D>, d
     return docs.map(() => INSERTED);
   } catch (err) {
     if (isTransientMongoError(err)) throw new TransientStoreError(err);
-    if (err instanceof MongoBulkWriteError && err.writeErrors !== undefined) return fromBulkError(err, docs.length);
+    if (accountsForEveryDocument(err, docs.length)) return fromBulkError(err, docs.length);
   }
   const outcomes: InsertOutcome[] = [];
   for (const doc of docs) outcomes.push(await insertOne(col, doc));
   return outcomes;
+}
+
+/**
+ * True when a bulk error says what became of every document: inserted ones counted, each other
+ * one with its own error. A connection lost mid-command also arrives as a MongoBulkWriteError,
+ * with no per-document errors at all: reading that as "all inserted" would lose them.
+ */
+export function accountsForEveryDocument(err: unknown, count: number): err is MongoBulkWriteError {
+  if (!(err instanceof MongoBulkWriteError)) return false;
+  const writeErrors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+  return writeErrors.length > 0 && err.result.insertedCount + writeErrors.length === count;
 }
 
 /** Exported for its unit test. */

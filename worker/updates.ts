@@ -43,7 +43,7 @@ async function applyChunk(col: Collection<ResponseDoc>, chunk: readonly Response
     return chunk.map(() => APPLIED);
   } catch (err) {
     transientOr(err, undefined);
-    if (profile.reliableUpdateErrors && err instanceof MongoBulkWriteError && err.writeErrors !== undefined) return attemptsFromBulkError(err, chunk.length);
+    if (profile.reliableUpdateErrors && accountsForEveryOperation(err, chunk.length)) return attemptsFromBulkError(err, chunk.length);
   }
   // FerretDB stops at the first error and its indexes cannot be trusted: one at a time, which is
   // harmless for those that did apply (the filter matches their own version again).
@@ -57,6 +57,13 @@ async function applyChunk(col: Collection<ResponseDoc>, chunk: readonly Response
     }
   }
   return attempts;
+}
+
+/** As inserts.ts `accountsForEveryDocument`: every operation either matched, upserted or has its error. */
+function accountsForEveryOperation(err: unknown, count: number): err is MongoBulkWriteError {
+  if (!(err instanceof MongoBulkWriteError)) return false;
+  const writeErrors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+  return writeErrors.length > 0 && err.result.matchedCount + err.result.upsertedCount + writeErrors.length === count;
 }
 
 /** What each operation of a failed unordered update command did, from its per-operation errors (MongoDB). */

@@ -62,7 +62,7 @@ function managed(port: number, url: string, dir: string, launch: () => ChildProc
     if (child !== undefined && child.exitCode === null && child.signalCode === null) return;
     child = launch();
     child.stdout?.resume();
-    child.stderr?.resume();
+    if (process.env['SHOW_SERVER_LOGS']) child.stderr?.pipe(process.stderr); else child.stderr?.resume();
     await waitForPort(port);
   };
   const signal = async (sig: NodeJS.Signals) => {

@@ -8,7 +8,8 @@ import { STORE_PROFILES, detectStoreProfile, type StoreProfile } from '../../wor
 import { createFeedbackWriter, type FeedbackWriter, type WriteResult } from '../../worker/writer.js';
 import { uniqueName } from '../helpers/env.js';
 import { sharedServices } from '../helpers/root-hooks.js';
-import { silentLogger } from '../helpers/stack.js';
+import { startFerretDb } from '../helpers/services.js';
+import { eventually, silentLogger } from '../helpers/stack.js';
 
 /** A deterministic shuffle (mulberry32), so a failing order can be replayed from the printed seed. */
 function shuffled<T>(items: readonly T[], seed: number): T[] {
@@ -225,5 +226,49 @@ describe('worker writer (order, races, store limits) on the real store', () => {
     expect(counts[0]).to.equal(counts[1]);
     // The record lookup and one update command.
     expect(counts[1]).to.equal(2);
+  });
+});
+
+describe('worker writer while the store goes away (a private FerretDB, stopped mid-write)', () => {
+  it('every write reported stored is stored: a bulk error without per-document errors is not "all inserted"', async function () {
+    this.timeout(60_000);
+    const server = await startFerretDb();
+    const c = new MongoClient(server.url, { ...mongoClientOptions(), serverSelectionTimeoutMS: 1500, connectTimeoutMS: 1500 });
+    const w = createFeedbackWriter({ db: c.db('gone'), logger: silentLogger, profile: STORE_PROFILES.ferretdb, leaseMs: 5_000 });
+    try {
+      await ensureIndexes(c.db('gone'));
+      const acknowledged: string[] = [];
+      let n = 0;
+      let failures = 0;
+      let stop = false;
+      // Eight callers writing records back to back, as the jobs of one worker do.
+      const loops = Array.from({ length: 8 }, async () => {
+        while (!stop) {
+          const items = [recordWrite(10_000 + n++), recordWrite(10_000 + n++)];
+          try {
+            await w.write(items);
+            acknowledged.push(...items.map((i) => i.write.record_id));
+          } catch {
+            failures++;
+            await new Promise((r) => setTimeout(r, 50));
+          }
+        }
+      });
+      await eventually(async () => (acknowledged.length >= 200 ? true : undefined), 20_000, 'writes before the stop');
+      await server.stop();
+      // Writes keep coming while it is down: each caller fails a few times (connection refused).
+      await eventually(async () => (failures >= 24 ? true : undefined), 20_000, 'writes failing while the store is down');
+      await server.start();
+      const after = acknowledged.length;
+      await eventually(async () => (acknowledged.length > after + 50 ? true : undefined), 20_000, 'writes after the restart');
+      stop = true;
+      await Promise.all(loops);
+      const stored = new Set((await c.db('gone').collection(COLLECTIONS.records).find({}, { projection: { _id: 1 } }).toArray()).map((d) => String(d['_id'])));
+      expect(acknowledged.filter((id) => !stored.has(id))).to.deep.equal([]);
+    } finally {
+      w.close();
+      await c.close();
+      await server.destroy();
+    }
   });
 });
