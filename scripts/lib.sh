@@ -103,7 +103,9 @@ ensure_pg_user() {
   [[ "$(id -u)" == 0 ]] || return 0
   id -u "$FI_PG_USER" >/dev/null 2>&1 && return 0
   echo "creating the unprivileged user $FI_PG_USER (initdb refuses to run as root)…" >&2
-  useradd --system --no-create-home --shell /usr/sbin/nologin "$FI_PG_USER" || die "useradd $FI_PG_USER failed."
+  # Two clusters starting at once (the bench starts two) race here: the loser finds the user made.
+  useradd --system --no-create-home --shell /usr/sbin/nologin "$FI_PG_USER" 2>/dev/null \
+    || id -u "$FI_PG_USER" >/dev/null 2>&1 || die "useradd $FI_PG_USER failed."
 }
 
 # pg_cluster_start DIR PORT: initialises DIR when empty, starts the cluster on 127.0.0.1:PORT and
