@@ -131,8 +131,10 @@ pg_cluster_start() {
     as_pg_user "$bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null
   fi
   port_open "$port" && die "port $port is taken: choose another one for the private PostgreSQL."
+  # The socket lives in the data directory; Unix socket paths are limited to 107 bytes.
+  (( ${#dir} + 20 < 108 )) || die "$dir is too long a path for PostgreSQL's socket: put the data in a shorter one."
   as_pg_user "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t 60 start \
-    -o "-p $port -k $dir -c listen_addresses=127.0.0.1" >/dev/null || die "PostgreSQL did not start (see $dir/server.log)."
+    -o "-p $port -k '$dir' -c listen_addresses=127.0.0.1" >/dev/null || die "PostgreSQL did not start (see $dir/server.log)."
   local sql=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d postgres -tA)
   if [[ -z "$("${sql[@]}" -c "SELECT 1 FROM pg_database WHERE datname = 'ferretdb'")" ]]; then
     "${sql[@]}" -c "CREATE DATABASE ferretdb ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0" \
