@@ -97,7 +97,11 @@ export function createFerretDbPgSetup(deps: { client: MongoClient; sql: SqlRunne
     for (const { collection, table } of await tables(database)) {
       for (const field of ['_id', ...(GIN_FIELDS[collection] ?? [])]) {
         const name = indexName(table, field);
-        await sql.query(`CREATE INDEX IF NOT EXISTS ${ident(name)} ON ${ident(database)}.${ident(table)} USING gin ((_jsonb -> ${literal(field)}))`);
+        // fastupdate off: with it on, new entries wait in a pending list (up to 4 MB) that every
+        // search scans linearly until a vacuum merges it, and the worker reads what it has just
+        // written. ALTER as well, for indexes an earlier setup created with the default.
+        await sql.query(`CREATE INDEX IF NOT EXISTS ${ident(name)} ON ${ident(database)}.${ident(table)} USING gin ((_jsonb -> ${literal(field)})) WITH (fastupdate = off)`);
+        await sql.query(`ALTER INDEX ${ident(database)}.${ident(name)} SET (fastupdate = off)`);
         names.push(name);
       }
     }
