@@ -68,3 +68,85 @@ wait_port() {
   for _ in $(seq 1 150); do port_open "$port" && return 0; sleep 0.1; done
   die "$what did not start listening on port $port."
 }
+
+# ---- private PostgreSQL cluster (the store of FerretDB on PostgreSQL) -----------------------
+# Never the machine's own PostgreSQL: a cluster of our own, in a directory of our own, on a port
+# of our own, with its socket in its data directory. initdb refuses to run as root, so as root the
+# cluster runs as an unprivileged user (FI_PG_USER, default fi-postgres), created once.
+FI_PG_USER="${FI_PG_USER:-fi-postgres}"
+
+# Prints the directory of PostgreSQL's server binaries (initdb, pg_ctl), installing Debian's
+# postgresql when missing. The newest installed major version wins.
+ensure_postgres_binaries() {
+  local initdb
+  initdb="$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1)"
+  if [[ -z "$initdb" ]]; then
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+      echo "installing postgresql with apt-get (FerretDB's store)…" >&2
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) || die "apt-get install postgresql failed."
+      initdb="$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1)"
+      [[ -n "$initdb" ]] || die "initdb still missing after apt-get install postgresql."
+    else
+      die "PostgreSQL's server binaries (/usr/lib/postgresql/*/bin/initdb) are missing: run 'sudo apt-get install postgresql' (or use LOCAL_STORE=sqlite / set MONGODB_URI)."
+    fi
+  fi
+  command -v psql >/dev/null 2>&1 || die "psql is missing: run 'sudo apt-get install postgresql-client'."
+  dirname "$initdb"
+}
+
+# Runs a command as the cluster's owner: FI_PG_USER when we are root, else ourselves.
+as_pg_user() {
+  if [[ "$(id -u)" == 0 ]]; then runuser -u "$FI_PG_USER" -- "$@"; else "$@"; fi
+}
+
+ensure_pg_user() {
+  [[ "$(id -u)" == 0 ]] || return 0
+  id -u "$FI_PG_USER" >/dev/null 2>&1 && return 0
+  echo "creating the unprivileged user $FI_PG_USER (initdb refuses to run as root)…" >&2
+  # Two clusters starting at once (the bench starts two) race here: the loser finds the user made.
+  useradd --system --no-create-home --shell /usr/sbin/nologin "$FI_PG_USER" 2>/dev/null \
+    || id -u "$FI_PG_USER" >/dev/null 2>&1 || die "useradd $FI_PG_USER failed."
+}
+
+# pg_cluster_start DIR PORT: initialises DIR when empty, starts the cluster on 127.0.0.1:PORT and
+# creates the database `ferretdb` (UTF8, locale C, as FerretDB requires). A cluster of DIR left
+# running by an earlier run is stopped first, so that it listens on PORT.
+pg_cluster_start() {
+  local dir="$1" port="$2" bin
+  bin="$(ensure_postgres_binaries)"
+  ensure_pg_user
+  mkdir -p "$dir"
+  if [[ "$(id -u)" == 0 ]]; then
+    chown "$FI_PG_USER:" "$dir"
+    # Every parent must be traversable by the cluster's owner, or initdb fails with a less clear message.
+    as_pg_user test -x "$dir" -a -w "$dir" || die "$FI_PG_USER cannot reach $dir: a parent directory is not traversable (chmod o+x), or put the data elsewhere."
+  fi
+  chmod 700 "$dir"
+  if [[ ! -f "$dir/PG_VERSION" ]]; then
+    local out
+    out="$(as_pg_user "$bin/initdb" -D "$dir" -U postgres -A trust --encoding=UTF8 --locale=C 2>&1)" || die "initdb failed: $out"
+  fi
+  if as_pg_user "$bin/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
+    echo "stopping the PostgreSQL left running in $dir by an earlier run…" >&2
+    as_pg_user "$bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null
+  fi
+  port_open "$port" && die "port $port is taken: choose another one for the private PostgreSQL."
+  # The socket lives in the data directory; Unix socket paths are limited to 107 bytes.
+  (( ${#dir} + 20 < 108 )) || die "$dir is too long a path for PostgreSQL's socket: put the data in a shorter one."
+  as_pg_user "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t 60 start \
+    -o "-p $port -k '$dir' -c listen_addresses=127.0.0.1" >/dev/null || die "PostgreSQL did not start (see $dir/server.log)."
+  local sql=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d postgres -tA)
+  if [[ -z "$("${sql[@]}" -c "SELECT 1 FROM pg_database WHERE datname = 'ferretdb'")" ]]; then
+    "${sql[@]}" -c "CREATE DATABASE ferretdb ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0" \
+      || die "could not create the database ferretdb."
+  fi
+}
+
+# pg_cluster_stop DIR: fast shutdown (aborts open transactions, writes a checkpoint); quiet when
+# the cluster is not running.
+pg_cluster_stop() {
+  local dir="$1" bin
+  bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)"
+  [[ -n "$bin" && -f "$dir/postmaster.pid" ]] || return 0
+  as_pg_user "$bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null 2>&1 || true
+}

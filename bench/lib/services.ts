@@ -1,7 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ferretdbBinary, freePort, waitForPort } from '../../test/helpers/services.js';
+import { MongoClient } from 'mongodb';
+import { createFerretDbPgSetup, psqlRunner } from '../../scripts/ferretdb-pg-setup.js';
+import { mongoClientOptions } from '../../shared/mongo.js';
+import { ferretdbBinary, freePort, startPostgresCluster, waitForPort, type PostgresCluster } from '../../test/helpers/services.js';
 import { registerTempDir, spawnProc, type Proc } from './procs.js';
 
 export { freePort, waitForPort };
@@ -10,7 +13,10 @@ export interface Service {
   readonly proc: Proc;
   readonly port: number;
   readonly url: string;
+  /** Its data directory; empty for FerretDB on PostgreSQL, whose data lives in `postgres`. */
   readonly dir: string;
+  /** The private cluster under FerretDB on PostgreSQL. */
+  readonly postgres?: PostgresCluster;
 }
 
 const died = (proc: Proc, code: number | null, signal: NodeJS.Signals | null) => {
@@ -31,20 +37,62 @@ export async function startRedisServer(cwd: string): Promise<Service> {
   return { proc, port, url: `redis://127.0.0.1:${port}`, dir };
 }
 
-const ferretArgs = (dir: string, port: number) => ['--handler=sqlite', `--sqlite-url=file:${dir}/`, `--listen-addr=127.0.0.1:${port}`, '--debug-addr=-', '--state-dir=-', '--telemetry=disable', '--log-level=error'];
+/**
+ * The store under the bench's FerretDB: `postgresql` (default: a private cluster per server, with
+ * the GIN indexes of scripts/ferretdb-pg-setup.ts) or `sqlite`, from BENCH_STORE.
+ */
+export type BenchStore = 'postgresql' | 'sqlite';
 
-/** FerretDB v1 on SQLite (the MongoDB-wire server of the tests), on its own port and directory. */
-export async function startFerretDbServer(cwd: string): Promise<Service> {
+export function benchStore(env: Readonly<Record<string, string | undefined>> = process.env): BenchStore {
+  const store = env['BENCH_STORE'] ?? 'postgresql';
+  if (store !== 'postgresql' && store !== 'sqlite') throw new Error(`BENCH_STORE must be postgresql or sqlite, not "${store}"`);
+  return store;
+}
+
+/**
+ * The databases bench/run.ts uses (project, raw insertMany, direct baseline): set up before any
+ * process connects, so the GIN indexes exist before the first write.
+ */
+export const BENCH_DATABASES = ['bench_project', 'bench_raw', 'bench_direct'] as const;
+
+const ferretCommonArgs = (port: number) => [`--listen-addr=127.0.0.1:${port}`, '--debug-addr=-', '--state-dir=-', '--telemetry=disable', '--log-level=error'];
+
+/** FerretDB v1 (the MongoDB-wire server of the tests) on its own port, on BENCH_STORE's store. */
+export async function startFerretDbServer(cwd: string, store: BenchStore = benchStore()): Promise<Service> {
+  return store === 'sqlite' ? startFerretDbOnSqlite(cwd) : startFerretDbOnPostgres(cwd);
+}
+
+async function startFerretDbOnSqlite(cwd: string): Promise<Service> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'fi-bench-ferretdb-'));
   registerTempDir(dir);
-  const proc = spawnProc('ferretdb', ferretdbBinary(), ferretArgs(dir, port), { cwd, env: { PATH: process.env['PATH'] ?? '' }, onUnexpectedExit: died });
+  const args = ['--handler=sqlite', `--sqlite-url=file:${dir}/`, ...ferretCommonArgs(port)];
+  const proc = spawnProc('ferretdb', ferretdbBinary(), args, { cwd, env: { PATH: process.env['PATH'] ?? '' }, onUnexpectedExit: died });
   await waitForPort(port);
   return { proc, port, url: `mongodb://127.0.0.1:${port}`, dir };
+}
+
+async function startFerretDbOnPostgres(cwd: string): Promise<Service> {
+  // Stopped by destroyService, or by the helper's exit hook when the bench ends another way.
+  const postgres = await startPostgresCluster();
+  const port = await freePort();
+  const args = ['--handler=postgresql', `--postgresql-url=${postgres.url}`, ...ferretCommonArgs(port)];
+  const proc = spawnProc('ferretdb', ferretdbBinary(), args, { cwd, env: { PATH: process.env['PATH'] ?? '' }, onUnexpectedExit: died });
+  const url = `mongodb://127.0.0.1:${port}`;
+  await waitForPort(port);
+  const client = new MongoClient(url, { ...mongoClientOptions(), serverSelectionTimeoutMS: 10_000, retryWrites: false });
+  try {
+    const setup = createFerretDbPgSetup({ client, sql: psqlRunner(postgres.url) });
+    for (const database of BENCH_DATABASES) await setup.setupDatabase(database);
+  } finally {
+    await client.close();
+  }
+  return { proc, port, url, dir: '', postgres };
 }
 
 /** Kills a server and removes its data (a FerretDB that is still busy for clients that are gone). */
 export async function destroyService(service: Service): Promise<void> {
   await service.proc.kill();
-  rmSync(service.dir, { recursive: true, force: true });
+  await service.postgres?.destroy();
+  if (service.dir !== '') rmSync(service.dir, { recursive: true, force: true });
 }

@@ -1,8 +1,13 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { MongoClient } from 'mongodb';
+import { mongoClientOptions } from '../../shared/mongo.js';
+import { createFerretDbPgSetup, psqlRunner, type SetupReport } from '../../scripts/ferretdb-pg-setup.js';
 
 /** A free TCP port on loopback (the OS picks it; tiny race with other processes accepted). */
 export async function freePort(): Promise<number> {
@@ -112,20 +117,120 @@ export function ferretdbBinary(): string {
   return bin;
 }
 
-/** FerretDB v1 on SQLite in a temporary directory, on a free port. `url` has no database. */
-export async function startFerretDb(): Promise<ManagedServer> {
+const PG_CLUSTER_SCRIPT = fileURLToPath(new URL('../../scripts/pg-cluster.sh', import.meta.url));
+const execFileAsync = promisify(execFile);
+
+/** A private PostgreSQL cluster (scripts/pg-cluster.sh): its own port, temp directory and database `ferretdb`. */
+export interface PostgresCluster {
+  readonly port: number;
+  /** libpq URI of the database `ferretdb`, as FerretDB's --postgresql-url wants it. */
+  readonly url: string;
+  /** pg_ctl -m fast stop, then removes its data. */
+  destroy(): Promise<void>;
+}
+
+/** Data directories of clusters still running, stopped on process exit if nobody destroyed them. */
+const liveClusters = new Set<string>();
+let exitHookInstalled = false;
+
+function installClusterExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  // pg_ctl daemonises the postmaster: unlike a child process, it would outlive a run that dies.
+  process.once('exit', () => {
+    for (const dir of liveClusters) {
+      try {
+        execFileSync('bash', [PG_CLUSTER_SCRIPT, 'stop', join(dir, 'data')], { stdio: 'ignore', timeout: 30_000 });
+      } catch {
+        // best effort while exiting
+      }
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+export async function startPostgresCluster(): Promise<PostgresCluster> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'fi-postgres-'));
+  // As root the cluster runs as an unprivileged user (see lib.sh), which must traverse this directory.
+  chmodSync(dir, 0o711);
+  installClusterExitHook();
+  liveClusters.add(dir);
+  try {
+    await execFileAsync('bash', [PG_CLUSTER_SCRIPT, 'start', join(dir, 'data'), String(port)], { timeout: 120_000 });
+  } catch (err) {
+    liveClusters.delete(dir);
+    rmSync(dir, { recursive: true, force: true });
+    throw new Error(`private PostgreSQL did not start: ${(err as { stderr?: string }).stderr ?? (err as Error).message}`, { cause: err });
+  }
+  return {
+    port,
+    url: `postgres://postgres@127.0.0.1:${port}/ferretdb`,
+    async destroy() {
+      if (!liveClusters.delete(dir)) return;
+      await execFileAsync('bash', [PG_CLUSTER_SCRIPT, 'stop', join(dir, 'data')], { timeout: 60_000 });
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** FerretDB on a private PostgreSQL cluster; stop/start/kill act on FerretDB, destroy on both. */
+export interface PostgresFerretDb extends ManagedServer {
+  readonly postgres: PostgresCluster;
+  /** Creates the project's collections in `database` and their GIN indexes (scripts/ferretdb-pg-setup.ts). */
+  setupDatabase(database: string): Promise<SetupReport>;
+  /** GIN indexes for every collection `database` has now (after a worker created its own). */
+  indexDatabase(database: string): Promise<string[]>;
+}
+
+export interface FerretDbOptions {
+  /** Where FerretDB stores: `sqlite` (default, a temp directory) or `postgresql` (a private cluster per call). */
+  backend?: 'sqlite' | 'postgresql';
+}
+
+const ferretCommonArgs = (port: number) => [`--listen-addr=127.0.0.1:${port}`, '--debug-addr=-', '--state-dir=-', '--telemetry=disable', '--log-level=error'];
+
+/** FerretDB v1 on SQLite in a temporary directory, or on a private PostgreSQL cluster, on a free port. `url` has no database. */
+export async function startFerretDb(options?: FerretDbOptions & { backend?: 'sqlite' }): Promise<ManagedServer>;
+export async function startFerretDb(options: FerretDbOptions & { backend: 'postgresql' }): Promise<PostgresFerretDb>;
+export async function startFerretDb(options: FerretDbOptions = {}): Promise<ManagedServer | PostgresFerretDb> {
+  if (options.backend === 'postgresql') return startFerretDbOnPostgres();
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'fi-ferretdb-'));
-  const args = [
-    '--handler=sqlite',
-    `--sqlite-url=file:${dir}/`,
-    `--listen-addr=127.0.0.1:${port}`,
-    '--debug-addr=-',
-    '--state-dir=-',
-    '--telemetry=disable',
-    '--log-level=error',
-  ];
+  const args = ['--handler=sqlite', `--sqlite-url=file:${dir}/`, ...ferretCommonArgs(port)];
   const server = managed(port, `mongodb://127.0.0.1:${port}`, dir, () => spawn(ferretdbBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] }));
   await server.start();
   return server;
+}
+
+async function startFerretDbOnPostgres(): Promise<PostgresFerretDb> {
+  const postgres = await startPostgresCluster();
+  try {
+    const port = await freePort();
+    const args = ['--handler=postgresql', `--postgresql-url=${postgres.url}`, ...ferretCommonArgs(port)];
+    const url = `mongodb://127.0.0.1:${port}`;
+    const server = managed(port, url, '', () => spawn(ferretdbBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] }));
+    await server.start();
+    const withSetup = async <T>(run: (setup: ReturnType<typeof createFerretDbPgSetup>) => Promise<T>): Promise<T> => {
+      const client = new MongoClient(url, { ...mongoClientOptions(), serverSelectionTimeoutMS: 10_000, retryWrites: false });
+      try {
+        return await run(createFerretDbPgSetup({ client, sql: psqlRunner(postgres.url) }));
+      } finally {
+        await client.close();
+      }
+    };
+    return {
+      ...server,
+      postgres,
+      setupDatabase: (database) => withSetup((setup) => setup.setupDatabase(database)),
+      indexDatabase: (database) => withSetup((setup) => setup.indexDatabase(database)),
+      async destroy() {
+        await server.stop();
+        await postgres.destroy();
+      },
+    };
+  } catch (err) {
+    await postgres.destroy();
+    throw err;
+  }
 }
