@@ -60,6 +60,10 @@ describe('loadConfig (shared/config.ts)', () => {
       expect(loadConfig({ REDIS_TLS_REJECT_UNAUTHORIZED: '1' }).redisTlsRejectUnauthorized).to.equal(true);
     });
 
+    it('runs WORKER_CONCURRENCY jobs at once, 16 by default', () => {
+      expect(config.workerConcurrency).to.equal(16);
+    });
+
     it('treats an empty variable as unset', () => {
       const c = loadConfig({ PORT: '', REDIS_URL: '', API_KEYS: '' });
       expect(c.port).to.equal(3000);
