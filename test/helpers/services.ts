@@ -48,6 +48,10 @@ export interface ManagedServer {
   stop(): Promise<void>;
   /** SIGKILL and wait. */
   kill(): Promise<void>;
+  /** SIGSTOP: connections stay open and every request hangs until {@link resume}. */
+  pause(): void;
+  /** SIGCONT after {@link pause}. */
+  resume(): void;
   /** Stops it and removes its data. */
   destroy(): Promise<void>;
 }
@@ -76,6 +80,8 @@ function managed(port: number, url: string, dir: string, launch: () => ChildProc
     start,
     stop: () => signal('SIGTERM'),
     kill: () => signal('SIGKILL'),
+    pause: () => child?.kill('SIGSTOP'),
+    resume: () => child?.kill('SIGCONT'),
     async destroy() {
       await signal('SIGTERM');
       rmSync(dir, { recursive: true, force: true });
