@@ -163,11 +163,12 @@ describe('worker semantics (ids, updates, order, idempotency, dead letters)', ()
     const letter = await stored(() => deadLetters(stack.db).findOne({ job_id: job.id! }), 'dead letter');
     expect(letter['reason']).to.equal('malformed_job');
     expect(letter['payload_json']).to.contain('nonsense');
-    const failed = await eventually(async () => {
-      const j = await Job.fromId(stack.api.queue, job.id!);
-      return j !== undefined && (await j.isFailed()) ? j : undefined;
-    }, 10_000, 'failed job');
-    expect(failed.attemptsMade).to.equal(1);
+    // The state first, then a snapshot: a snapshot read before the job moved to failed would
+    // still show the attempt in progress.
+    await eventually(async () => ((await stack.api.queue.getJobState(job.id!)) === 'failed' ? true : undefined), 10_000, 'failed job');
+    const failed = await Job.fromId(stack.api.queue, job.id!);
+    expect(failed?.attemptsMade).to.equal(1);
+    expect(failed?.failedReason).to.be.a('string').and.not.equal('');
   });
 
   it('a write the store refuses is dead-lettered with its reason; the other writes of its job are stored', async () => {
