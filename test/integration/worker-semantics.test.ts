@@ -38,7 +38,10 @@ describe('worker semantics (ids, updates, order, idempotency, dead letters)', ()
     const id = rec.body.feedback_record_id as string;
     const first = await stack.post('/feedback-response', { feedback_record_id: id, response: { status: 'draft', values: { helpful: 2 }, user_id: 'ann-1' } });
     const firstDoc = await stored(() => responses(stack.db).findOne({ _id: first.body.feedback_response_id, status: 'draft' }), 'draft');
-    await new Promise((r) => setTimeout(r, 5));
+    // updated_at is the API's acceptance time, in ms: let the clock pass the first one, so that the
+    // update is accepted later on any machine.
+    const firstAcceptedAt = (firstDoc['updated_at'] as Date).getTime();
+    await eventually(async () => (Date.now() > firstAcceptedAt ? true : undefined), 1_000, 'the clock to pass the first acceptance');
     const second = await stack.post('/feedback-response', { feedback_record_id: id, response: { status: 'submitted', values: { helpful: 5, note: 'better' }, user_id: 'ann-1' } });
     expect(second.body.feedback_response_id).to.equal(first.body.feedback_response_id);
     const doc = await stored(() => responses(stack.db).findOne({ _id: first.body.feedback_response_id, status: 'submitted' }), 'update');
