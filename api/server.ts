@@ -1,4 +1,3 @@
-import type { JobType } from 'bullmq';
 import { randomUUID } from 'node:crypto';
 import { createServer, STATUS_CODES, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -14,7 +13,7 @@ import { createApp } from './app.js';
 import { createBacklogMonitor } from './backlog.js';
 import { createBatchingEnqueuer } from './enqueuer.js';
 import { createIdempotencyStore } from './idempotency.js';
-import { createApiMetrics, watchQueueDepth } from './metrics.js';
+import { createApiMetrics } from './metrics.js';
 import { createRateLimiter } from './rate-limit.js';
 import { chainKeyVerifiers, createKeyVerifier } from './middleware/auth.js';
 import { createKeyStore } from './key-store.js';
@@ -39,14 +38,18 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   // Without a listener BullMQ prints its connection errors to stderr with console.error (outside
   // the logger). The connection's own errors are already logged by createRedis.
   queue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
-  const metrics = createApiMetrics({ defaultMetrics: true });
-  watchQueueDepth(metrics, (...states) => queue.getJobCounts(...(states as JobType[])), config.enqueueTimeoutMs);
+  // /metrics reads the queue's depth on a connection of its own whose commands time out after
+  // ENQUEUE_TIMEOUT_MS: a slow Redis delays a scrape by that at most, and never queues behind writes.
+  const scrapeRedis = createRedis(config, 'producer', logger, { commandTimeout: config.enqueueTimeoutMs });
+  const scrapeQueue = createWriteQueue(config, scrapeRedis);
+  scrapeQueue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
+  const metrics = createApiMetrics({ defaultMetrics: true, queueJobCounts: (...states) => scrapeQueue.getJobCounts(...states) });
   // MongoDB serves the stored API keys (loaded in the background, never per request) and the
   // dead-letter tools; writes never touch it.
   const mongo = createMongo(config);
   const keyStore = createKeyStore({ db: mongo.db, refreshMs: config.apiKeysRefreshMs, logger });
   const keys = chainKeyVerifiers(createKeyVerifier(config.apiKeys, { adminNames: config.adminApiKeyNames }), keyStore);
-  const backlog = createBacklogMonitor({ queue, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger, onSample: (jobs) => metrics.backlogJobs.set(jobs) });
+  const backlog = createBacklogMonitor({ queue, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger });
   const enqueuer = createBatchingEnqueuer({
     queue,
     logger,
@@ -108,7 +111,9 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
         await enqueuer.drain();
         backlog.stop();
         await queue.close();
+        await scrapeQueue.close();
         await redis.quit().catch(() => redis.disconnect());
+        await scrapeRedis.quit().catch(() => scrapeRedis.disconnect());
         await keyStore.close();
         await mongo.close();
       })();

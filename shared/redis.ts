@@ -21,8 +21,9 @@ export function redisOptions(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUn
   };
 }
 
-export function createRedis(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUnauthorized'>, role: RedisRole, logger: Logger): Redis {
-  const redis = new Redis(config.redisUrl, redisOptions(config, role));
+/** `options.commandTimeout` (ms) makes every command of this connection fail after it: for reads that must not wait long. */
+export function createRedis(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUnauthorized'>, role: RedisRole, logger: Logger, options: Pick<RedisOptions, 'commandTimeout'> = {}): Redis {
+  const redis = new Redis(config.redisUrl, { ...redisOptions(config, role), ...options });
   let down = false;
   redis.on('error', (err: Error) => {
     if (!down) logger.warn({ err: err.message, role }, 'redis connection error');
