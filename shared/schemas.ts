@@ -124,18 +124,30 @@ export function hasAnyKey(o: Record<string, unknown>): boolean {
   return Object.keys(o).length > 0;
 }
 const nonEmptyObject = v.check(hasAnyKey, 'must have at least one key');
+
+type ResponseFields = { status?: string; values: Record<string, unknown> };
 /**
  * `values` may be empty only when the response is discarded. valibot runs a partialCheck when
  * its two paths have no issue of their own, which is also the case when the object schema around
  * them never ran (closedObject stops before it once a forbidden key like "prototype" is
  * reported): `values` may then be missing or of any type, and the other issues already refuse the
- * body. Found by the fuzz suite (a 500 on `{"response":{"prototype":false}}`).
+ * body, so the check passes on anything that is not an object.
  */
-function valuesFilledUnlessDiscarded(input: { status?: unknown; values?: unknown }): boolean {
-  return input.status === 'discarded' || !isPlainObject(input.values) || Object.keys(input.values).length > 0;
+const valuesFilledUnlessDiscarded = v.forward(
+  v.partialCheck<ResponseFields, [['values'], ['status']], ResponseFields, string>(
+    [['values'], ['status']],
+    (input) => input.status === 'discarded' || !isPlainObject(input.values) || Object.keys(input.values).length > 0,
+    'must have at least one key unless status is discarded',
+  ),
+  ['values'],
+);
+
+type ValuesCheck<T> = v.BaseValidation<T, T, v.PartialCheckIssue<ResponseFields>>;
+/** `schema` (a response: `status`, `values`, …) with {@link valuesFilledUnlessDiscarded} after it. */
+function withValuesFilledUnlessDiscarded<const TSchema extends v.GenericSchema<unknown, ResponseFields>>(schema: TSchema): v.SchemaWithPipe<readonly [TSchema, ValuesCheck<v.InferOutput<TSchema>>]> {
+  // The check reads only `status` and `values`; the cast lets it follow any schema that has them.
+  return v.pipe<TSchema, ValuesCheck<v.InferOutput<TSchema>>>(schema, valuesFilledUnlessDiscarded as unknown as ValuesCheck<v.InferOutput<TSchema>>);
 }
-/** `values` may be empty only when the response is discarded. */
-const VALUES_EMPTY_MESSAGE = 'must have at least one key unless status is discarded';
 
 export const ResponseStatus = v.picklist(['draft', 'submitted', 'discarded'], 'must be one of draft, submitted, discarded');
 export type ResponseStatus = v.InferOutput<typeof ResponseStatus>;
@@ -162,37 +174,21 @@ export const RecordInput = closedObject({
 export type RecordInput = v.InferOutput<typeof RecordInput>;
 
 /** The first response, sent with its record. `status` defaults to `submitted`. */
-export const FirstResponseInput = v.pipe(
+export const FirstResponseInput = withValuesFilledUnlessDiscarded(
   closedObject({
     values: jsonObject(3),
     status: v.optional(ResponseStatus, 'submitted'),
     user_id: v.exactOptional(UserId),
   }),
-  v.forward(
-    v.partialCheck(
-      [['values'], ['status']],
-      valuesFilledUnlessDiscarded,
-      VALUES_EMPTY_MESSAGE,
-    ),
-    ['values'],
-  ),
 );
 
 /** A response sent to an existing record: `status` is required. */
-export const ResponseInput = v.pipe(
+export const ResponseInput = withValuesFilledUnlessDiscarded(
   closedObject({
     status: ResponseStatus,
     values: jsonObject(3),
     user_id: v.exactOptional(UserId),
   }),
-  v.forward(
-    v.partialCheck(
-      [['values'], ['status']],
-      valuesFilledUnlessDiscarded,
-      VALUES_EMPTY_MESSAGE,
-    ),
-    ['values'],
-  ),
 );
 
 /** Body of `POST /feedback-record`. */
@@ -204,17 +200,7 @@ export const FeedbackResponseBody = closedObject({ feedback_record_id: RecordId,
 export type FeedbackResponseBody = v.InferOutput<typeof FeedbackResponseBody>;
 
 /** The response part of a queued write: defaults resolved, annotator named. */
-export const StoredResponse = v.pipe(
-  v.strictObject({ status: ResponseStatus, values: jsonObject(3), user_id: UserId }),
-  v.forward(
-    v.partialCheck(
-      [['values'], ['status']],
-      valuesFilledUnlessDiscarded,
-      VALUES_EMPTY_MESSAGE,
-    ),
-    ['values'],
-  ),
-);
+export const StoredResponse = withValuesFilledUnlessDiscarded(v.strictObject({ status: ResponseStatus, values: jsonObject(3), user_id: UserId }));
 export type StoredResponse = v.InferOutput<typeof StoredResponse>;
 
 const writeCommon = {
