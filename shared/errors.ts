@@ -28,6 +28,7 @@ export const ErrorCode = {
 
 export type ErrorCode = keyof typeof ErrorCode;
 
+/** One problem of a refused request: where (`response.values`) and what. */
 export interface ErrorDetail {
   readonly path: string;
   readonly message: string;

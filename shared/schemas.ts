@@ -1,4 +1,5 @@
 import * as v from 'valibot';
+import type { ErrorDetail } from './errors.js';
 
 /** JSON nesting deeper than this (counting the body itself as level 1) is rejected. */
 export const MAX_JSON_DEPTH = 32;
@@ -263,11 +264,6 @@ export interface DeflatedJobPayload {
 /** What a write job carries in Redis. */
 export type JobData = JobPayload | DeflatedJobPayload;
 
-export interface ValidationDetail {
-  readonly path: string;
-  readonly message: string;
-}
-
 const IDENT_RE = /^[A-Za-z_][A-Za-z0-9_-]*$/;
 
 /** `record.field_to_value["a.b"][0]`: dotted where the key allows, JSON-quoted otherwise. */
@@ -290,6 +286,6 @@ function issueMessage(issue: v.BaseIssue<unknown>): string {
 }
 
 /** Every problem valibot found, as `{path, message}` pairs. */
-export function toDetails(issues: readonly v.BaseIssue<unknown>[]): ValidationDetail[] {
+export function toDetails(issues: readonly v.BaseIssue<unknown>[]): ErrorDetail[] {
   return issues.map((issue) => ({ path: formatPath(issue.path), message: issueMessage(issue) }));
 }
