@@ -6,10 +6,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
-ensure_node_modules
-ensure_redis_binary
-FERRETDB_BIN="$(ensure_ferretdb)"
-export FERRETDB_BIN
+ensure_test_servers
 echo "building (tsc)…" >&2
 npm run --silent build
 exec node --import tsx bench/run.ts "$@"

@@ -60,6 +60,15 @@ ensure_ferretdb() {
   bash "$ROOT/scripts/ferretdb-build.sh" | tail -n 1
 }
 
+# The preamble of test.sh, test-faults.sh and bench.sh: npm dependencies, redis-server, and the
+# FerretDB binary exported as FERRETDB_BIN for the suites that start their own servers.
+ensure_test_servers() {
+  ensure_node_modules
+  ensure_redis_binary
+  FERRETDB_BIN="$(ensure_ferretdb)" || exit 1
+  export FERRETDB_BIN
+}
+
 # True when something answers a TCP connection on 127.0.0.1:$1.
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 

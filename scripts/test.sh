@@ -5,10 +5,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
-ensure_node_modules
-ensure_redis_binary
-FERRETDB_BIN="$(ensure_ferretdb)"
-export FERRETDB_BIN
+ensure_test_servers
 CHROMIUM_BIN="$(ensure_chromium)"
 export CHROMIUM_BIN
 export TEST_SUITE_NAME="${TEST_SUITE_NAME:-tests}"
