@@ -1,7 +1,7 @@
 import type { Logger } from '../shared/logger.js';
 import type { WriteQueue } from '../shared/queue.js';
 
-export interface BacklogState {
+interface BacklogState {
   /** Waiting + delayed + prioritized jobs at the last poll; undefined before the first one. */
   readonly jobs: number | undefined;
   /** Whether the last poll reached Redis. */

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 
-export type IdempotencyBegin =
+type IdempotencyBegin =
   | { readonly state: 'new' }
   | { readonly state: 'replay'; readonly body: unknown }
   | { readonly state: 'reused' }

@@ -6,14 +6,14 @@ import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import type { AuthenticatedKey, KeyVerifier } from './middleware/auth.js';
 
-export interface KeyStoreOptions {
+interface KeyStoreOptions {
   readonly db: Db;
   /** Time between two loads of the active keys, ms (`API_KEYS_REFRESH_MS`, default 5000). */
   readonly refreshMs: number;
   readonly logger: Logger;
 }
 
-export interface KeyStore extends KeyVerifier {
+interface KeyStore extends KeyVerifier {
   /**
    * Loads the keys once, then every `refreshMs`. Resolves when the first load succeeded or failed,
    * which takes `firstLoadTimeoutMs` at the most: the API starts with the keys of `API_KEYS` alone

@@ -14,7 +14,7 @@ export interface ApiMetrics {
 const QUEUE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'failed'] as const;
 
 /** Job counts of the write queue by state, as BullMQ's `queue.getJobCounts` returns them. */
-export type QueueJobCounts = (...states: (typeof QUEUE_STATES)[number][]) => Promise<Record<string, number>>;
+type QueueJobCounts = (...states: (typeof QUEUE_STATES)[number][]) => Promise<Record<string, number>>;
 
 /**
  * A registry of its own per app, so tests and several apps in one process never collide.

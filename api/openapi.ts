@@ -13,7 +13,7 @@ export type OpenApiDocument = Record<string, unknown>;
  * Version of the HTTP contract described (OpenAPI `info.version`), not of the package: bumped
  * when a client would have to change.
  */
-export const API_CONTRACT_VERSION = '1.0.0';
+const API_CONTRACT_VERSION = '1.0.0';
 
 function noteOf(message: unknown): string | undefined {
   return typeof message === 'string' ? message : undefined;

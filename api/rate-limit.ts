@@ -8,7 +8,7 @@ import type { ApiMetrics } from './metrics.js';
 /** The window of a per-minute limit, seconds. */
 const WINDOW_SECONDS = 60;
 
-export interface RateLimiterOptions {
+interface RateLimiterOptions {
   /** The API's producer connection (no offline queue, so a check fails at once while Redis is down). */
   readonly redis: Redis;
   /** Namespace of the counters, `<prefix>:ratelimit:<key name>`; per queue name, like the idempotency keys. */

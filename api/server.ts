@@ -134,7 +134,7 @@ function clientErrorCode(err: NodeJS.ErrnoException): ErrorCode {
  * Node would answer a bare "400 Bad Request"; this answers in the contract's error shape, with an
  * X-Request-Id, and closes the connection (the parser cannot resynchronise on it).
  */
-export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, logger: Logger): void {
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, logger: Logger): void {
   // A response already started on this socket cannot be followed by another.
   const inProgress = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
   if (err.code === 'ECONNRESET' || !socket.writable || inProgress?.headersSent === true) {

@@ -1,8 +1,8 @@
 import { CONFIG_SETTINGS, type Setting } from '../shared/config.js';
 
 /** The README's configuration table sits between these two lines. */
-export const TABLE_START = '<!-- config-table:start (npm run docs:config writes this table from shared/config.ts) -->';
-export const TABLE_END = '<!-- config-table:end -->';
+const TABLE_START = '<!-- config-table:start (npm run docs:config writes this table from shared/config.ts) -->';
+const TABLE_END = '<!-- config-table:end -->';
 
 /** A Markdown table of the settings: one row each, in declaration order. */
 export function renderConfigTable(settings: readonly Setting[] = CONFIG_SETTINGS): string {

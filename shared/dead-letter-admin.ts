@@ -9,7 +9,7 @@ import { Write } from './schemas.js';
 
 /** Most dead letters one list call returns; the default is {@link DEFAULT_LIST_LIMIT}. */
 export const MAX_LIST_LIMIT = 500;
-export const DEFAULT_LIST_LIMIT = 50;
+const DEFAULT_LIST_LIMIT = 50;
 
 const REASONS = Object.values(DeadLetterReason);
 
@@ -41,12 +41,12 @@ export interface DeadLetterSummary extends Omit<DeadLetter, '_id' | 'payload_jso
 }
 
 /** One dead letter with its payload: the text as stored, and parsed when it is JSON. */
-export interface DeadLetterDetail extends DeadLetterSummary {
+interface DeadLetterDetail extends DeadLetterSummary {
   readonly payload_json: string;
   readonly payload: unknown;
 }
 
-export interface DeadLetterPage {
+interface DeadLetterPage {
   readonly items: readonly DeadLetterSummary[];
   /** Pass as `cursor` for the next (older) page; null on the last page. */
   readonly next_cursor: string | null;
@@ -84,7 +84,7 @@ export interface DeadLetterAdmin {
   purgeMany(filter?: { reason?: DeadLetterReason }): Promise<number>;
 }
 
-export interface DeadLetterAdminOptions {
+interface DeadLetterAdminOptions {
   readonly db: Db;
   /** The write queue retried writes go back to. */
   readonly queue: WriteQueue;

@@ -28,7 +28,7 @@ export async function encodeJob(writes: readonly Write[], compression: JobCompre
   return { v: JOB_PAYLOAD_VERSION_DEFLATE, n: writes.length, z: packed.toString('base64') };
 }
 
-export type DecodedJob = { readonly ok: true; readonly writes: readonly unknown[] } | { readonly ok: false; readonly error: string };
+type DecodedJob = { readonly ok: true; readonly writes: readonly unknown[] } | { readonly ok: false; readonly error: string };
 
 /**
  * Unpacks a job of any version this release knows (plain, or deflated). The writes are returned

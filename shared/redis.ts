@@ -6,9 +6,9 @@ import type { Logger } from './logger.js';
  * `producer`: the API. Commands fail at once while Redis is down (no offline queue), so the API
  * answers 503 instead of holding requests. `worker`: retries forever, as BullMQ workers require.
  */
-export type RedisRole = 'producer' | 'worker';
+type RedisRole = 'producer' | 'worker';
 
-export function redisOptions(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUnauthorized'>, role: RedisRole): Omit<RedisOptions, 'replyMapping'> {
+function redisOptions(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUnauthorized'>, role: RedisRole): Omit<RedisOptions, 'replyMapping'> {
   const tls = config.redisUrl.startsWith('rediss:') ? { tls: { rejectUnauthorized: config.redisTlsRejectUnauthorized } } : {};
   return {
     ...tls,

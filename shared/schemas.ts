@@ -2,7 +2,7 @@ import * as v from 'valibot';
 import type { ErrorDetail } from './errors.js';
 
 /** JSON nesting deeper than this (counting the body itself as level 1) is rejected. */
-export const MAX_JSON_DEPTH = 32;
+const MAX_JSON_DEPTH = 32;
 export const KEY_NAME_MAX_LENGTH = 200;
 /** Problems reported at most per JSON object field, so one bad body cannot make a huge answer. */
 const MAX_ISSUES_PER_FIELD = 50;
@@ -23,7 +23,7 @@ export function keyNameProblem(key: string): string | undefined {
 const LONE_SURROGATE = /\p{Cs}/u;
 
 /** True when `s` can be stored as UTF-8 unchanged (JSON escapes like "\ud800" parse to lone surrogates). */
-export function isWellFormedText(s: string): boolean {
+function isWellFormedText(s: string): boolean {
   return !LONE_SURROGATE.test(s);
 }
 
@@ -162,20 +162,20 @@ const requiredString = (max: number) =>
   );
 
 export const DatasetId = requiredString(256);
-export const UserId = requiredString(256);
-export const RecordId = requiredString(200);
-export const ExternalId = requiredString(1024);
+const UserId = requiredString(256);
+const RecordId = requiredString(200);
+const ExternalId = requiredString(1024);
 
-export const RecordInput = closedObject({
+const RecordInput = closedObject({
   feedback_dataset_id: DatasetId,
   field_to_value: v.pipe(jsonObject(3), nonEmptyObject),
   external_id: v.exactOptional(ExternalId),
   metadata: v.exactOptional(jsonObject(3)),
 });
-export type RecordInput = v.InferOutput<typeof RecordInput>;
+type RecordInput = v.InferOutput<typeof RecordInput>;
 
 /** The first response, sent with its record. `status` defaults to `submitted`. */
-export const FirstResponseInput = withValuesFilledUnlessDiscarded(
+const FirstResponseInput = withValuesFilledUnlessDiscarded(
   closedObject({
     values: jsonObject(3),
     status: v.optional(ResponseStatus, 'submitted'),
@@ -184,7 +184,7 @@ export const FirstResponseInput = withValuesFilledUnlessDiscarded(
 );
 
 /** A response sent to an existing record: `status` is required. */
-export const ResponseInput = withValuesFilledUnlessDiscarded(
+const ResponseInput = withValuesFilledUnlessDiscarded(
   closedObject({
     status: ResponseStatus,
     values: jsonObject(3),
@@ -201,8 +201,8 @@ export const FeedbackResponseBody = closedObject({ feedback_record_id: RecordId,
 export type FeedbackResponseBody = v.InferOutput<typeof FeedbackResponseBody>;
 
 /** The response part of a queued write: defaults resolved, annotator named. */
-export const StoredResponse = withValuesFilledUnlessDiscarded(v.strictObject({ status: ResponseStatus, values: jsonObject(3), user_id: UserId }));
-export type StoredResponse = v.InferOutput<typeof StoredResponse>;
+const StoredResponse = withValuesFilledUnlessDiscarded(v.strictObject({ status: ResponseStatus, values: jsonObject(3), user_id: UserId }));
+type StoredResponse = v.InferOutput<typeof StoredResponse>;
 
 const writeCommon = {
   /** The API's request id, carried into the worker's logs. */
@@ -223,8 +223,8 @@ const writeCommon = {
 export const RecordWrite = v.strictObject({ kind: v.literal('record'), ...writeCommon, record: RecordInput, response: StoredResponse });
 export type RecordWrite = v.InferOutput<typeof RecordWrite>;
 
-export const ResponseWrite = v.strictObject({ kind: v.literal('response'), ...writeCommon, response: StoredResponse });
-export type ResponseWrite = v.InferOutput<typeof ResponseWrite>;
+const ResponseWrite = v.strictObject({ kind: v.literal('response'), ...writeCommon, response: StoredResponse });
+type ResponseWrite = v.InferOutput<typeof ResponseWrite>;
 
 /** One write carried by a job: a record with its first response, or a response to a record. */
 export const Write = v.variant('kind', [RecordWrite, ResponseWrite]);
@@ -241,7 +241,7 @@ export const JobEnvelope = v.strictObject({
   v: v.literal(JOB_PAYLOAD_VERSION),
   writes: v.pipe(v.array(v.unknown()), v.minLength(1)),
 });
-export interface JobPayload {
+interface JobPayload {
   readonly v: typeof JOB_PAYLOAD_VERSION;
   readonly writes: readonly Write[];
 }
@@ -255,7 +255,7 @@ export const JobEnvelopeDeflate = v.strictObject({
   n: v.pipe(v.number(), v.integer(), v.minValue(1)),
   z: v.pipe(v.string(), v.minLength(1), v.regex(/^[A-Za-z0-9+/]*={0,2}$/, 'is not base64')),
 });
-export interface DeflatedJobPayload {
+interface DeflatedJobPayload {
   readonly v: typeof JOB_PAYLOAD_VERSION_DEFLATE;
   readonly n: number;
   readonly z: string;

@@ -6,7 +6,7 @@ export const TEST_KEY = { name: 'tester', secret: 'test-secret-key-0001' } as co
 export const OTHER_KEY = { name: 'other', secret: 'other-secret-key-0002' } as const;
 
 /** A fresh queue name and database for one suite. */
-export function uniqueName(prefix: string): string {
+function uniqueName(prefix: string): string {
   return `${prefix}-${randomBytes(4).toString('hex')}`;
 }
 
