@@ -9,7 +9,7 @@ import { Write } from './schemas.js';
 
 /** Most dead letters one list call returns; the default is {@link DEFAULT_LIST_LIMIT}. */
 export const MAX_LIST_LIMIT = 500;
-const DEFAULT_LIST_LIMIT = 50;
+export const DEFAULT_LIST_LIMIT = 50;
 
 const REASONS = Object.values(DeadLetterReason);
 
