@@ -71,7 +71,7 @@ describe('worker semantics (ids, updates, order, idempotency, dead letters)', ()
     let responseId = '';
     for (let i = 1; i <= 50; i++) {
       // Arrays of objects under Object.prototype names: the repair path reads versions back and
-      // rewrites them, which once turned these sub-documents into raw BSON Buffers.
+      // rewrites them, and must store these sub-documents as sent (see mongoClientOptions).
       const res = await stack.post('/feedback-response', { feedback_record_id: id, response: { status: i === 50 ? 'submitted' : 'draft', values: { n: i, toString: [{ n: i }], valueOf: [{ at: [i] }] } } });
       expect(res.status).to.equal(200);
       responseId = res.body.feedback_response_id as string;
