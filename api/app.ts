@@ -21,7 +21,7 @@ import { getOpenApi } from './routes/openapi.js';
 import { createDashboard } from './dashboard.js';
 import type { WriteQueue } from '../shared/queue.js';
 
-export interface AppDeps {
+interface AppDeps {
   readonly logger: Logger;
   readonly metrics: ApiMetrics;
   readonly keys: KeyVerifier;

@@ -1,7 +1,7 @@
 import type { Logger } from '../shared/logger.js';
 import type { WriteQueue } from '../shared/queue.js';
 
-export interface BacklogState {
+interface BacklogState {
   /** Waiting + delayed + prioritized jobs at the last poll; undefined before the first one. */
   readonly jobs: number | undefined;
   /** Whether the last poll reached Redis. */
@@ -20,8 +20,8 @@ export interface BacklogMonitor {
  * Reads the backlog every `pollMs` instead of per request: a count per request would cost a
  * Redis round trip on the hot path, and the ceiling only needs to be roughly right.
  */
-export function createBacklogMonitor(options: { queue: WriteQueue; maxJobs: number; pollMs: number; logger: Logger; onSample?: (jobs: number) => void }): BacklogMonitor {
-  const { queue, maxJobs, pollMs, logger, onSample } = options;
+export function createBacklogMonitor(options: { queue: WriteQueue; maxJobs: number; pollMs: number; logger: Logger }): BacklogMonitor {
+  const { queue, maxJobs, pollMs, logger } = options;
   let current: BacklogState = { jobs: undefined, redisReachable: false, overloaded: false };
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
@@ -32,7 +32,6 @@ export function createBacklogMonitor(options: { queue: WriteQueue; maxJobs: numb
       const overloaded = jobs >= maxJobs;
       if (overloaded && !current.overloaded) logger.warn({ jobs, maxJobs }, 'backlog above ceiling: refusing writes with 503 overloaded');
       current = { jobs, redisReachable: true, overloaded };
-      onSample?.(jobs);
     } catch {
       current = { jobs: current.jobs, redisReachable: false, overloaded: current.overloaded };
     }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 
-export type IdempotencyBegin =
+type IdempotencyBegin =
   | { readonly state: 'new' }
   | { readonly state: 'replay'; readonly body: unknown }
   | { readonly state: 'reused' }
@@ -16,11 +16,11 @@ export interface IdempotencyStore {
   abort(apiKey: string, key: string): Promise<void>;
 }
 
-const PRINTABLE_RE = /^[\x21-\x7e][\x20-\x7e]{0,253}[\x21-\x7e]$|^[\x21-\x7e]$/;
+/** 1 to 255 printable ASCII characters without surrounding spaces (also the OpenAPI `pattern`). */
+export const IDEMPOTENCY_KEY_RE = /^[\x21-\x7e][\x20-\x7e]{0,253}[\x21-\x7e]$|^[\x21-\x7e]$/;
 
-/** True for 1 to 255 printable ASCII characters without surrounding spaces. */
 export function isValidIdempotencyKey(key: string): boolean {
-  return PRINTABLE_RE.test(key);
+  return IDEMPOTENCY_KEY_RE.test(key);
 }
 
 /** Fingerprint of a request: the endpoint and its parsed body. */

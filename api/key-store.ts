@@ -6,18 +6,18 @@ import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import type { AuthenticatedKey, KeyVerifier } from './middleware/auth.js';
 
-export interface KeyStoreOptions {
+interface KeyStoreOptions {
   readonly db: Db;
   /** Time between two loads of the active keys, ms (`API_KEYS_REFRESH_MS`, default 5000). */
   readonly refreshMs: number;
   readonly logger: Logger;
 }
 
-export interface KeyStore extends KeyVerifier {
+interface KeyStore extends KeyVerifier {
   /**
    * Loads the keys once, then every `refreshMs`. Resolves when the first load succeeded or failed,
-   * or after `firstLoadTimeoutMs` at the latest: the API starts with the keys of `API_KEYS` alone
-   * while MongoDB is down, and picks up the stored keys as soon as a load succeeds.
+   * which takes `firstLoadTimeoutMs` at the most: the API starts with the keys of `API_KEYS` alone
+   * while MongoDB is down, and picks up the stored keys at the first refresh that succeeds.
    */
   start(firstLoadTimeoutMs: number): Promise<void>;
   /** One load now; false when MongoDB did not answer (the last loaded keys stay in use). */
@@ -40,9 +40,10 @@ export function createKeyStore(options: KeyStoreOptions): KeyStore {
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
 
-  async function load(): Promise<boolean> {
+  /** `timeoutMs` bounds the whole load, server selection included (the driver's `timeoutMS`). */
+  async function load(timeoutMs?: number): Promise<boolean> {
     try {
-      const docs = await col.find({ revoked_at: null }).toArray();
+      const docs = await col.find({ revoked_at: null }, timeoutMs === undefined ? {} : { timeoutMS: timeoutMs }).toArray();
       const next = new Map<string, AuthenticatedKey>();
       for (const doc of docs) {
         const parsed = v.safeParse(StoredApiKey, doc);
@@ -71,8 +72,8 @@ export function createKeyStore(options: KeyStoreOptions): KeyStore {
     }
   }
 
-  function refresh(): Promise<boolean> {
-    inFlight ??= load().finally(() => {
+  function refresh(timeoutMs?: number): Promise<boolean> {
+    inFlight ??= load(timeoutMs).finally(() => {
       inFlight = undefined;
     });
     return inFlight;
@@ -90,18 +91,10 @@ export function createKeyStore(options: KeyStoreOptions): KeyStore {
     verify(token) {
       return keys.get(createHash('sha256').update(token, 'utf8').digest('hex'));
     },
-    refresh,
+    refresh: () => refresh(),
     async start(firstLoadTimeoutMs) {
-      const first = refresh();
-      let timeout: NodeJS.Timeout | undefined;
-      const timedOut = new Promise<void>((resolve) => {
-        timeout = setTimeout(resolve, firstLoadTimeoutMs);
-        timeout.unref();
-      });
-      await Promise.race([first, timedOut]);
-      clearTimeout(timeout);
-      // Refreshing starts after the first load ends, however long it takes.
-      void first.then(schedule);
+      await refresh(firstLoadTimeoutMs);
+      schedule();
     },
     async close() {
       stopped = true;

@@ -7,19 +7,41 @@ export interface ApiMetrics {
   readonly enqueueSeconds: Histogram;
   readonly batchSize: Histogram;
   readonly rejected: Counter<'code'>;
-  readonly backlogJobs: Gauge;
   readonly rateLimitFailOpen: Counter;
-  /** Jobs of the write queue by state, read from Redis when /metrics is scraped (see {@link watchQueueDepth}). */
-  readonly queueJobs: Gauge<'state'>;
 }
 
 /** Queue states reported by `feedback_api_queue_jobs`: what an autoscaler of workers watches. */
-export const QUEUE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'failed'] as const;
+const QUEUE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'failed'] as const;
 
-/** A registry of its own per app, so tests and several apps in one process never collide. */
-export function createApiMetrics(options: { defaultMetrics: boolean }): ApiMetrics {
+/** Job counts of the write queue by state, as BullMQ's `queue.getJobCounts` returns them. */
+type QueueJobCounts = (...states: (typeof QUEUE_STATES)[number][]) => Promise<Record<string, number>>;
+
+/**
+ * A registry of its own per app, so tests and several apps in one process never collide.
+ * With `queueJobCounts`, `feedback_api_queue_jobs{state}` is read from Redis when /metrics is
+ * scraped (one round trip per scrape, none per request); when the read fails or times out the
+ * last values stay, so /metrics keeps answering during an outage.
+ */
+export function createApiMetrics(options: { defaultMetrics: boolean; queueJobCounts?: QueueJobCounts }): ApiMetrics {
   const registry = new Registry();
   if (options.defaultMetrics) collectDefaultMetrics({ register: registry, prefix: 'feedback_api_' });
+  const { queueJobCounts } = options;
+  if (queueJobCounts !== undefined) {
+    new Gauge({
+      name: 'feedback_api_queue_jobs',
+      help: 'Jobs of the write queue by state (waiting, active, delayed, prioritized, failed), read at scrape time; each job carries up to BATCH_MAX_ITEMS writes. The overloaded ceiling (BACKLOG_MAX_JOBS) compares waiting + delayed + prioritized.',
+      labelNames: ['state'],
+      registers: [registry],
+      async collect() {
+        try {
+          const counts = await queueJobCounts(...QUEUE_STATES);
+          for (const state of QUEUE_STATES) this.set({ state }, counts[state] ?? 0);
+        } catch {
+          // Redis unreachable or slow: keep the last values; /readyz and the logs say why.
+        }
+      },
+    });
+  }
   return {
     registry,
     httpRequests: new Counter({ name: 'feedback_api_http_requests_total', help: 'HTTP requests by route, method and status.', labelNames: ['route', 'method', 'status'], registers: [registry] }),
@@ -27,29 +49,6 @@ export function createApiMetrics(options: { defaultMetrics: boolean }): ApiMetri
     enqueueSeconds: new Histogram({ name: 'feedback_api_enqueue_duration_seconds', help: 'Time for Redis to acknowledge one job (a batch of writes).', buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers: [registry] }),
     batchSize: new Histogram({ name: 'feedback_api_enqueue_batch_size', help: 'Writes per queued job.', buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000], registers: [registry] }),
     rejected: new Counter({ name: 'feedback_api_rejected_total', help: 'Requests answered with an error, by error code.', labelNames: ['code'], registers: [registry] }),
-    backlogJobs: new Gauge({ name: 'feedback_api_backlog_jobs', help: 'Waiting + delayed jobs at the last poll.', registers: [registry] }),
-    queueJobs: new Gauge({ name: 'feedback_api_queue_jobs', help: 'Jobs of the write queue by state (waiting, active, delayed, prioritized, failed), read at scrape time; each job carries up to BATCH_MAX_ITEMS writes.', labelNames: ['state'], registers: [registry] }),
     rateLimitFailOpen: new Counter({ name: 'feedback_api_rate_limit_fail_open_total', help: 'Write requests let through unchecked because Redis did not answer the rate-limit check.', registers: [registry] }),
   };
-}
-
-/**
- * Reads the queue's job counts into `queueJobs` before each scrape (one Redis round trip per
- * scrape, none per request). When Redis does not answer within `timeoutMs` the last values stay,
- * so /metrics keeps answering during an outage.
- */
-export function watchQueueDepth(metrics: ApiMetrics, counts: (...states: string[]) => Promise<Record<string, number>>, timeoutMs: number): void {
-  const gauge = metrics.queueJobs as Gauge<'state'> & { collect?: () => Promise<void> };
-  const read = async () => {
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      const result = await Promise.race([counts(...QUEUE_STATES), new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), timeoutMs)))]);
-      if (result !== undefined) for (const state of QUEUE_STATES) gauge.set({ state }, result[state] ?? 0);
-    } catch {
-      // Redis unreachable: keep the last values; /readyz and the logs say why.
-    } finally {
-      clearTimeout(timer);
-    }
-  };
-  gauge.collect = read;
 }

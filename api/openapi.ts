@@ -1,10 +1,12 @@
 import { toJsonSchema, type ConversionConfig, type JsonSchema } from '@valibot/to-json-schema';
+import { STATUS_CODES } from 'node:http';
 import * as v from 'valibot';
-import { ErrorCode, type ErrorDetail } from '../shared/errors.js';
+import { ErrorCode, type ErrorDetail, type ErrorHeader } from '../shared/errors.js';
 import { FeedbackRecordBody, FeedbackResponseBody, hasAnyKey, isPlainObject, ResponseStatus } from '../shared/schemas.js';
+import { IDEMPOTENCY_KEY_RE } from './idempotency.js';
 import type { AcceptedBody } from './routes/feedback.js';
 import { DeadLetterReason } from '../shared/dead-letters.js';
-import { MAX_LIST_LIMIT } from '../shared/dead-letter-admin.js';
+import { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, type DeadLetterSummary } from '../shared/dead-letter-admin.js';
 
 /** An OpenAPI 3.1 document, as plain JSON. */
 export type OpenApiDocument = Record<string, unknown>;
@@ -13,7 +15,7 @@ export type OpenApiDocument = Record<string, unknown>;
  * Version of the HTTP contract described (OpenAPI `info.version`), not of the package: bumped
  * when a client would have to change.
  */
-export const API_CONTRACT_VERSION = '1.0.0';
+const API_CONTRACT_VERSION = '1.0.0';
 
 function noteOf(message: unknown): string | undefined {
   return typeof message === 'string' ? message : undefined;
@@ -140,35 +142,16 @@ const ADMIN_CODES = [...TRANSPORT_CODES, 'unauthorized', 'invalid_api_key', 'for
 /** Codes of no operation in particular: any unknown path, any known path with the wrong method. */
 const ANY_PATH_CODES = ['not_found', 'method_not_allowed'] as const satisfies readonly ErrorCode[];
 
-const STATUS_TEXT: Readonly<Record<number, string>> = {
-  400: 'Bad request',
-  401: 'Not authenticated',
-  403: 'Forbidden',
-  404: 'Not found',
-  405: 'Method not allowed',
-  408: 'Request timeout',
-  409: 'Conflict',
-  413: 'Payload too large',
-  415: 'Unsupported media type',
-  429: 'Too many requests',
-  431: 'Request headers too large',
-  500: 'Internal error',
-  503: 'Service unavailable',
-};
-
 const ref = (name: string) => ({ $ref: `#/components/headers/${name}` });
 const X_REQUEST_ID_HEADERS = { 'X-Request-Id': ref('X-Request-Id') };
 /** Sent on every write answered after authentication while a rate limit applies to the key. */
 const RATE_LIMIT_HEADERS = { 'RateLimit-Limit': ref('RateLimit-Limit'), 'RateLimit-Remaining': ref('RateLimit-Remaining'), 'RateLimit-Reset': ref('RateLimit-Reset') };
 
-/** Headers each error status carries besides X-Request-Id. */
-function errorHeaders(status: number, codes: readonly ErrorCode[]): Record<string, unknown> {
+/** X-Request-Id and the headers the codes carry (shared/errors.ts). */
+function errorHeaders(codes: readonly ErrorCode[]): Record<string, unknown> {
   const headers: Record<string, unknown> = { ...X_REQUEST_ID_HEADERS };
-  if (status === 401) headers['WWW-Authenticate'] = ref('WWW-Authenticate');
-  if (status === 405) headers['Allow'] = ref('Allow');
-  if (status === 503 || status === 429) headers['Retry-After'] = ref('Retry-After');
-  if (status === 409 && codes.includes('idempotency_key_in_use')) headers['Retry-After'] = ref('Retry-After');
-  return status === 429 ? { ...headers, ...RATE_LIMIT_HEADERS } : headers;
+  for (const code of codes) for (const name of (ErrorCode[code] as { headers?: readonly ErrorHeader[] }).headers ?? []) headers[name] = ref(name);
+  return headers;
 }
 
 /** One response object per status, `code` limited to the given codes of that status. */
@@ -181,8 +164,8 @@ function errorResponses(codes: readonly ErrorCode[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [status, group] of [...byStatus].sort(([a], [b]) => a - b)) {
     out[String(status)] = {
-      description: `${STATUS_TEXT[status] ?? 'Error'}: ${group.map((code) => `\`${code}\` (${ErrorCode[code].description})`).join('; ')}`,
-      headers: errorHeaders(status, group),
+      description: `${STATUS_CODES[status] ?? 'Error'}: ${group.map((code) => `\`${code}\` (${ErrorCode[code].description})`).join('; ')}`,
+      headers: errorHeaders(group),
       content: { 'application/json': { schema: jsonSchemaOf(errorBody(group)) } },
     };
   }
@@ -230,24 +213,23 @@ function adminOperation(options: { operationId: string; summary: string; descrip
 
 const DEAD_LETTER_ID = { name: 'id', in: 'path', required: true, description: 'The dead letter\'s id (`<queue>:<job id>:<write index>` or `…:job`).', schema: { type: 'string' } };
 
-/** What the dead-letter endpoints answer (api/routes/dead-letters.ts, shared/dead-letter-admin.ts). */
-const DEAD_LETTER_SUMMARY = {
-  type: 'object',
-  required: ['id', 'reason', 'error', 'queue', 'job_id', 'write_index', 'request_id', 'record_id', 'seq', 'failed_at', 'payload_bytes'],
-  properties: {
-    id: { type: 'string' },
-    reason: { type: 'string', enum: Object.values(DeadLetterReason) },
-    error: { type: 'string' },
-    queue: { type: 'string' },
-    job_id: { type: 'string' },
-    write_index: { type: ['integer', 'null'] },
-    request_id: { type: ['string', 'null'] },
-    record_id: { type: ['string', 'null'] },
-    seq: { type: ['integer', 'null'], description: 'Acceptance order of the write, kept by a retry.' },
-    failed_at: { type: 'string', description: 'ISO 8601 date-time.' },
-    payload_bytes: { type: 'integer', minimum: 0 },
-  },
-};
+/** What the dead-letter endpoints answer (shared/dead-letter-admin.ts). */
+const DeadLetterSummarySchema = v.object({
+  id: v.string(),
+  reason: v.picklist(Object.values(DeadLetterReason)),
+  error: v.string(),
+  queue: v.string(),
+  job_id: v.string(),
+  write_index: v.nullable(v.pipe(v.number(), v.integer())),
+  request_id: v.nullable(v.string()),
+  record_id: v.nullable(v.string()),
+  seq: v.nullable(v.pipe(v.number(), v.integer(), v.description('Acceptance order of the write, kept by a retry.'))),
+  failed_at: v.pipe(v.string(), v.description('ISO 8601 date-time.')),
+  payload_bytes: v.pipe(v.number(), v.integer(), v.minValue(0)),
+});
+// The documented summary and the one the admin builds must not drift apart.
+const summaryMatches: [v.InferOutput<typeof DeadLetterSummarySchema>, DeadLetterSummary] extends [DeadLetterSummary, v.InferOutput<typeof DeadLetterSummarySchema>] ? true : never = true;
+void summaryMatches;
 
 function serviceOperation(options: { operationId: string; summary: string; responses: Record<string, unknown> }) {
   return {
@@ -331,7 +313,7 @@ export function createOpenApiDocument(): OpenApiDocument {
           summary: 'List dead-lettered writes, newest first',
           parameters: [
             { name: 'reason', in: 'query', required: false, schema: { type: 'string', enum: Object.values(DeadLetterReason) } },
-            { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: MAX_LIST_LIMIT, default: 50 } },
+            { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: MAX_LIST_LIMIT, default: DEFAULT_LIST_LIMIT } },
             { name: 'cursor', in: 'query', required: false, description: 'The `next_cursor` of the previous page.', schema: { type: 'string' } },
           ],
           codes: ['validation_failed'],
@@ -410,7 +392,7 @@ export function createOpenApiDocument(): OpenApiDocument {
         FeedbackResponseBody: jsonSchemaOf(FeedbackResponseBody),
         AcceptedResponse: jsonSchemaOf(AcceptedResponse),
         ReadinessResponse: jsonSchemaOf(ReadinessResponse),
-        DeadLetterSummary: DEAD_LETTER_SUMMARY,
+        DeadLetterSummary: jsonSchemaOf(DeadLetterSummarySchema),
         Error: jsonSchemaOf(errorBody(ERROR_CODES)),
         ErrorCode: {
           type: 'string',
@@ -425,7 +407,7 @@ export function createOpenApiDocument(): OpenApiDocument {
           required: false,
           description:
             '1 to 255 printable characters (else 400 `invalid_header`). A repeat by the same API key within `IDEMPOTENCY_TTL_SECONDS` returns the first 200 body and stores nothing new; with another body, 409 `idempotency_key_reused`.',
-          schema: { type: 'string', minLength: 1, maxLength: 255 },
+          schema: { type: 'string', pattern: IDEMPOTENCY_KEY_RE.source },
         },
         'X-Request-Id': {
           name: 'X-Request-Id',

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Middleware } from 'koa';
-import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { RateLimiterRedis, RateLimiterRes, RLWrapperTimeouts } from 'rate-limiter-flexible';
 import { AppError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
 import type { ApiMetrics } from './metrics.js';
@@ -8,7 +8,7 @@ import type { ApiMetrics } from './metrics.js';
 /** The window of a per-minute limit, seconds. */
 const WINDOW_SECONDS = 60;
 
-export interface RateLimiterOptions {
+interface RateLimiterOptions {
   /** The API's producer connection (no offline queue, so a check fails at once while Redis is down). */
   readonly redis: Redis;
   /** Namespace of the counters, `<prefix>:ratelimit:<key name>`; per queue name, like the idempotency keys. */
@@ -46,11 +46,12 @@ export function createRateLimiter(options: RateLimiterOptions): Middleware {
   const { redis, prefix, defaultPerMinute, timeoutMs, logger, metrics } = options;
   // RateLimiterRedis compares the shared counter with its own `points`, so one instance serves
   // every key with the same limit; the Redis key does not depend on the limit.
-  const limiters = new Map<number, RateLimiterRedis>();
+  const limiters = new Map<number, RLWrapperTimeouts>();
   const limiterFor = (points: number) => {
     let limiter = limiters.get(points);
     if (limiter === undefined) {
-      limiter = new RateLimiterRedis({ storeClient: redis, keyPrefix: `${prefix}:ratelimit`, points, duration: WINDOW_SECONDS });
+      const counter = new RateLimiterRedis({ storeClient: redis, keyPrefix: `${prefix}:ratelimit`, points, duration: WINDOW_SECONDS });
+      limiter = new RLWrapperTimeouts({ limiter: counter, timeoutMs });
       limiters.set(points, limiter);
     }
     return limiter;
@@ -59,12 +60,8 @@ export function createRateLimiter(options: RateLimiterOptions): Middleware {
 
   /** The counter after this request; undefined when Redis could not tell (fail open). */
   const consume = async (name: string, points: number): Promise<{ res: RateLimiterRes; over: boolean } | undefined> => {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer from Redis within ${timeoutMs} ms`)), timeoutMs);
-    });
     try {
-      const res = await Promise.race([limiterFor(points).consume(name), timeout]);
+      const res = await limiterFor(points).consume(name);
       return { res, over: false };
     } catch (caught) {
       // The library rejects with the counter when the limit is exceeded, with an Error otherwise.
@@ -73,8 +70,6 @@ export function createRateLimiter(options: RateLimiterOptions): Middleware {
       if (!failing) logger.warn({ err: (caught as Error).message }, 'rate limit check failed: letting requests through until Redis answers');
       failing = true;
       return undefined;
-    } finally {
-      clearTimeout(timer);
     }
   };
 

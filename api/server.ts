@@ -1,4 +1,3 @@
-import type { JobType } from 'bullmq';
 import { randomUUID } from 'node:crypto';
 import { createServer, STATUS_CODES, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -14,7 +13,7 @@ import { createApp } from './app.js';
 import { createBacklogMonitor } from './backlog.js';
 import { createBatchingEnqueuer } from './enqueuer.js';
 import { createIdempotencyStore } from './idempotency.js';
-import { createApiMetrics, watchQueueDepth } from './metrics.js';
+import { createApiMetrics } from './metrics.js';
 import { createRateLimiter } from './rate-limit.js';
 import { chainKeyVerifiers, createKeyVerifier } from './middleware/auth.js';
 import { createKeyStore } from './key-store.js';
@@ -44,14 +43,18 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   // Without a listener BullMQ prints its connection errors to stderr with console.error (outside
   // the logger). The connection's own errors are already logged by createRedis.
   queue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
-  const metrics = createApiMetrics({ defaultMetrics: true });
-  watchQueueDepth(metrics, (...states) => queue.getJobCounts(...(states as JobType[])), config.enqueueTimeoutMs);
+  // /metrics reads the queue's depth on a connection of its own whose commands time out after
+  // ENQUEUE_TIMEOUT_MS: a slow Redis delays a scrape by that at most, and never queues behind writes.
+  const scrapeRedis = createRedis(config, 'producer', logger, { commandTimeout: config.enqueueTimeoutMs });
+  const scrapeQueue = createWriteQueue(config, scrapeRedis);
+  scrapeQueue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
+  const metrics = createApiMetrics({ defaultMetrics: true, queueJobCounts: (...states) => scrapeQueue.getJobCounts(...states) });
   // MongoDB serves the stored API keys (loaded in the background, never per request) and the
   // dead-letter tools; writes never touch it.
   const mongo = createMongo(config);
   const keyStore = createKeyStore({ db: mongo.db, refreshMs: config.apiKeysRefreshMs, logger });
   const keys = chainKeyVerifiers(createKeyVerifier(config.apiKeys, { adminNames: config.adminApiKeyNames }), keyStore);
-  const backlog = createBacklogMonitor({ queue, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger, onSample: (jobs) => metrics.backlogJobs.set(jobs) });
+  const backlog = createBacklogMonitor({ queue, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger });
   const clock = createOrderClock();
   const orderFloor = createOrderFloor({ db: mongo.db, clock, logger, persistMs: ORDER_FLOOR_PERSIST_MS });
   const enqueuer = createBatchingEnqueuer({
@@ -120,7 +123,9 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
         await orderFloor.close();
         backlog.stop();
         await queue.close();
+        await scrapeQueue.close();
         await redis.quit().catch(() => redis.disconnect());
+        await scrapeRedis.quit().catch(() => scrapeRedis.disconnect());
         await keyStore.close();
         await mongo.close();
       })();
@@ -141,7 +146,7 @@ function clientErrorCode(err: NodeJS.ErrnoException): ErrorCode {
  * Node would answer a bare "400 Bad Request"; this answers in the contract's error shape, with an
  * X-Request-Id, and closes the connection (the parser cannot resynchronise on it).
  */
-export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, logger: Logger): void {
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, logger: Logger): void {
   // A response already started on this socket cannot be followed by another.
   const inProgress = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
   if (err.code === 'ECONNRESET' || !socket.writable || inProgress?.headersSent === true) {

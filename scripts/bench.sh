@@ -6,12 +6,9 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
-ensure_node_modules
-ensure_redis_binary
+ensure_test_servers
 # The bench's FerretDB stores into private PostgreSQL clusters (BENCH_STORE=sqlite: SQLite).
 [[ "${BENCH_STORE:-postgresql}" == sqlite ]] || ensure_postgres_binaries >/dev/null
-FERRETDB_BIN="$(ensure_ferretdb)"
-export FERRETDB_BIN
 echo "building (tsc)…" >&2
 npm run --silent build
 exec node --import tsx bench/run.ts "$@"

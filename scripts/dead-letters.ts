@@ -1,10 +1,9 @@
-import { parseArgs } from 'node:util';
 import * as v from 'valibot';
 import { DeadLetterListQuery, type DeadLetterAdmin, type RetryOutcome } from '../shared/dead-letter-admin.js';
 import type { DeadLetterReason } from '../shared/dead-letters.js';
-import type { CliOutput } from './keys.js';
+import { parseCommandLine, type CliOutput } from './cli.js';
 
-export const DEAD_LETTERS_USAGE = `usage: npm run dead-letters -- <command>
+const DEAD_LETTERS_USAGE = `usage: npm run dead-letters -- <command>
   list [--reason R] [--limit N] [--cursor C] [--json]   newest first
   show ID                                               one dead letter with its payload (JSON)
   retry ID | retry --all [--reason R]                   queue the write again, then drop the dead letter
@@ -28,26 +27,16 @@ function retryLine(r: RetryOutcome): string {
  * found or not retried, 2 usage (or a bulk purge without --yes).
  */
 export async function runDeadLettersCommand(argv: readonly string[], admin: DeadLetterAdmin, io: CliOutput): Promise<number> {
-  const [command, ...rest] = argv;
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: [...rest],
-      allowPositionals: true,
-      options: {
-        reason: { type: 'string' },
-        limit: { type: 'string' },
-        cursor: { type: 'string' },
-        json: { type: 'boolean', default: false },
-        all: { type: 'boolean', default: false },
-        yes: { type: 'boolean', default: false },
-      },
-    });
-  } catch (err) {
-    io.err(`${(err as Error).message}\n${DEAD_LETTERS_USAGE}`);
-    return 2;
-  }
-  const { values, positionals } = parsed;
+  const parsed = parseCommandLine(argv, {
+    reason: { type: 'string' },
+    limit: { type: 'string' },
+    cursor: { type: 'string' },
+    json: { type: 'boolean', default: false },
+    all: { type: 'boolean', default: false },
+    yes: { type: 'boolean', default: false },
+  }, DEAD_LETTERS_USAGE, io);
+  if (parsed === undefined) return 2;
+  const { command, values, positionals } = parsed;
   const [id] = positionals;
   // The same checks as GET /admin/dead-letters: one schema for both.
   const query = v.safeParse(DeadLetterListQuery, {

@@ -1,13 +1,7 @@
-import { parseArgs } from 'node:util';
 import { ApiKeyAdminError, type ApiKeyAdmin, type ApiKeySummary } from '../shared/api-keys.js';
+import { parseCommandLine, type CliOutput } from './cli.js';
 
-/** Where the command writes: `out` for results, `err` for problems (stdout and stderr in the CLI). */
-export interface CliOutput {
-  out(line: string): void;
-  err(line: string): void;
-}
-
-export const KEYS_USAGE = `usage: npm run keys -- <command>
+const KEYS_USAGE = `usage: npm run keys -- <command>
   create --name NAME [--datasets a,b] [--admin] [--rate-limit-per-minute N]
          prints the new key's secret, once; it is stored only as a SHA-256 digest
   list [--all] [--json]     active keys (with --all, revoked ones too); never secrets
@@ -30,26 +24,16 @@ function describe(key: ApiKeySummary): string {
  * 1 refused (name taken, no such key), 2 usage.
  */
 export async function runKeysCommand(argv: readonly string[], admin: ApiKeyAdmin, io: CliOutput): Promise<number> {
-  const [command, ...rest] = argv;
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: [...rest],
-      allowPositionals: true,
-      options: {
-        name: { type: 'string' },
-        datasets: { type: 'string' },
-        admin: { type: 'boolean', default: false },
-        'rate-limit-per-minute': { type: 'string' },
-        all: { type: 'boolean', default: false },
-        json: { type: 'boolean', default: false },
-      },
-    });
-  } catch (err) {
-    io.err(`${(err as Error).message}\n${KEYS_USAGE}`);
-    return 2;
-  }
-  const { values, positionals } = parsed;
+  const parsed = parseCommandLine(argv, {
+    name: { type: 'string' },
+    datasets: { type: 'string' },
+    admin: { type: 'boolean', default: false },
+    'rate-limit-per-minute': { type: 'string' },
+    all: { type: 'boolean', default: false },
+    json: { type: 'boolean', default: false },
+  }, KEYS_USAGE, io);
+  if (parsed === undefined) return 2;
+  const { command, values, positionals } = parsed;
   try {
     switch (command) {
       case 'create': {

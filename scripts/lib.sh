@@ -28,7 +28,6 @@ ensure_redis_binary() {
   if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
     echo "installing redis-server with apt-get…" >&2
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null) || die "apt-get install redis-server failed."
-    # Debian's package starts a service on 6379; we start our own, so stop that one if it was just started.
     command -v redis-server >/dev/null 2>&1 || die "redis-server still missing after apt-get."
   else
     die "redis-server is missing: run 'sudo apt-get install redis-server' (or set REDIS_URL for npm start)."
@@ -58,6 +57,15 @@ ensure_chromium() {
 # Prints the path of the FerretDB binary, building it once (cached in .cache/ferretdb).
 ensure_ferretdb() {
   bash "$ROOT/scripts/ferretdb-build.sh" | tail -n 1
+}
+
+# The preamble of test.sh, test-faults.sh and bench.sh: npm dependencies, redis-server, and the
+# FerretDB binary exported as FERRETDB_BIN for the suites that start their own servers.
+ensure_test_servers() {
+  ensure_node_modules
+  ensure_redis_binary
+  FERRETDB_BIN="$(ensure_ferretdb)" || exit 1
+  export FERRETDB_BIN
 }
 
 # True when something answers a TCP connection on 127.0.0.1:$1.

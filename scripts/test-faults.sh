@@ -6,9 +6,6 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
-ensure_node_modules
-ensure_redis_binary
-FERRETDB_BIN="$(ensure_ferretdb)"
-export FERRETDB_BIN
+ensure_test_servers
 export TEST_SUITE_NAME="${TEST_SUITE_NAME:-faults}"
 exec npx mocha --config test/faults/.mocharc.json "$@"

@@ -5,12 +5,9 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
-ensure_node_modules
-ensure_redis_binary
+ensure_test_servers
 # The "ferretdb on postgresql" suite starts private PostgreSQL clusters: install or fail now, not mid-run.
 ensure_postgres_binaries >/dev/null
-FERRETDB_BIN="$(ensure_ferretdb)"
-export FERRETDB_BIN
 CHROMIUM_BIN="$(ensure_chromium)"
 export CHROMIUM_BIN
 export TEST_SUITE_NAME="${TEST_SUITE_NAME:-tests}"

@@ -33,15 +33,15 @@ export const StoredApiKey = v.object({
 export type StoredApiKey = v.InferOutput<typeof StoredApiKey>;
 
 /** Every generated secret starts with this, so a leaked one is easy to recognise (secret scanners). */
-export const API_KEY_SECRET_PREFIX = 'fik_';
+const API_KEY_SECRET_PREFIX = 'fik_';
 
 /** `fik_` + 32 random bytes in base64url (43 characters). */
-export function generateApiKeySecret(): string {
+function generateApiKeySecret(): string {
   return API_KEY_SECRET_PREFIX + randomBytes(32).toString('base64url');
 }
 
 /** The `_id` of the key whose secret is `secret`. */
-export function apiKeyDigestHex(secret: string): string {
+function apiKeyDigestHex(secret: string): string {
   return createHash('sha256').update(secret, 'utf8').digest('hex');
 }
 
@@ -53,7 +53,7 @@ export class ApiKeyAdminError extends Error {
   }
 }
 
-export interface NewApiKey {
+interface NewApiKey {
   readonly name: string;
   /** Datasets the key may write to; absent or null = any. */
   readonly datasets?: readonly string[] | null;

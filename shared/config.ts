@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import * as v from 'valibot';
-import { JOB_COMPRESSIONS, type JobCompression } from './job-payload.js';
+import { JOB_COMPRESSIONS } from './job-payload.js';
 
 /** One configured API key. The secret itself is never kept: only its SHA-256 digest. */
 export interface ApiKeyConfig {
@@ -22,6 +22,197 @@ export class ConfigError extends Error {
     this.variable = variable;
   }
 }
+
+/**
+ * One environment variable: its schema (type, default, bounds) and what the README says of it.
+ * The schema's messages start with the variable's name; {@link loadConfig} turns them into a
+ * {@link ConfigError}.
+ */
+export interface Setting<TOutput = unknown> {
+  readonly env: string;
+  readonly schema: v.GenericSchema<string | undefined, TOutput>;
+  /** The type as a reader sees it, with its bounds: `whole number, 1–4,000`. */
+  readonly type: string;
+  /** `ms`, `s`, `bytes`, …; undefined when the value has no unit. */
+  readonly unit: string | undefined;
+  /** The default as written in the environment; undefined when unset by default. */
+  readonly default: string | undefined;
+  /** The default for a reader when it differs from the raw value: `1 MiB` for `1048576`. */
+  readonly defaultReadable?: string;
+  /** One line for the README; may say what an unset variable means. */
+  readonly doc: string;
+}
+
+type Unit = 'ms' | 's' | 'bytes' | 'jobs' | 'writes' | 'attempts' | 'stalls' | 'requests/min';
+
+const MiB = 1024 * 1024;
+
+/** `1048576` as `1 MiB`, `30000` as `30,000`: for the README only. */
+function readable(value: number, unit: Unit | undefined): string {
+  if (unit === 'bytes') {
+    for (const [size, name] of [[1024 * MiB, 'GiB'], [MiB, 'MiB'], [1024, 'KiB']] as const) {
+      if (value >= size && value % size === 0) return `${value / size} ${name}`;
+    }
+  }
+  return value.toLocaleString('en-US');
+}
+
+function int(env: string, o: { default: number; min: number; max: number; unit?: Unit }, doc: string): Setting<number> {
+  return {
+    env,
+    schema: v.pipe(
+      v.optional(v.string(), String(o.default)),
+      v.regex(/^\d+$/, `${env} must be a whole number`),
+      v.transform(Number),
+      v.minValue(o.min, `${env} must be at least ${o.min}`),
+      v.maxValue(o.max, `${env} must be at most ${o.max}`),
+    ),
+    type: `whole number, ${readable(o.min, o.unit)}–${readable(o.max, o.unit)}`,
+    unit: o.unit,
+    default: String(o.default),
+    ...(o.unit === 'bytes' && o.default >= 1024 ? { defaultReadable: readable(o.default, o.unit) } : {}),
+    doc,
+  };
+}
+
+function bool(env: string, def: boolean, doc: string): Setting<boolean> {
+  return {
+    env,
+    schema: v.pipe(
+      v.optional(v.string(), String(def)),
+      v.picklist(['true', 'false', '1', '0'], `${env} must be true or false`),
+      v.transform((s) => s === 'true' || s === '1'),
+    ),
+    type: '`true` or `false` (`1`, `0`)',
+    unit: undefined,
+    default: String(def),
+    doc,
+  };
+}
+
+function oneOf<const T extends readonly [string, ...string[]]>(env: string, values: T, def: T[number], doc: string): Setting<T[number]> {
+  return {
+    env,
+    schema: v.optional(v.picklist(values, `${env} must be one of ${values.join(', ')}`), def),
+    type: values.map((s) => `\`${s}\``).join(' \\| '),
+    unit: undefined,
+    default: def,
+    doc,
+  };
+}
+
+/** A URL of one of `schemes`; without a default, unset stays undefined. */
+function url<D extends string | undefined>(env: string, def: D, schemes: readonly string[], doc: string): Setting<D extends string ? string : string | undefined> {
+  const checked = v.pipe(
+    v.string(),
+    v.check((s) => {
+      try {
+        return schemes.includes(new URL(s).protocol);
+      } catch {
+        return false;
+      }
+    }, `${env} must be a URL starting with ${schemes.map((p) => `${p}//`).join(' or ')}`),
+  );
+  return {
+    env,
+    schema: (def === undefined ? v.optional(checked) : v.optional(checked, def)) as v.GenericSchema<string | undefined, D extends string ? string : string | undefined>,
+    type: `URL (${schemes.map((p) => `\`${p}//\``).join(', ')})`,
+    unit: undefined,
+    default: def,
+    doc,
+  };
+}
+
+/** Free text, or text matching `pattern` (whose message starts with the variable's name). */
+function text(env: string, def: string, doc: string, o: { type: string; pattern?: readonly [RegExp, string] } = { type: 'text' }): Setting<string> {
+  const schema = o.pattern === undefined ? v.optional(v.string(), def) : v.pipe(v.optional(v.string(), def), v.regex(o.pattern[0], o.pattern[1]));
+  return { env, schema, type: o.type, unit: undefined, default: def === '' ? undefined : def, doc };
+}
+
+/** A variable without a default whose value {@link loadConfig} checks itself. */
+function optionalText(env: string, doc: string, type: string): Setting<string | undefined> {
+  return { env, schema: v.optional(v.string()), type, unit: undefined, default: undefined, doc };
+}
+
+/**
+ * Every setting of both processes, once, keyed by its {@link Config} property. The README's
+ * configuration table is generated from this (`npm run docs:config`), and a test fails when the
+ * two differ.
+ */
+const SETTINGS = {
+  port: int('PORT', { default: 3000, min: 0, max: 65535 }, 'API port; 0 picks a free one (tests).'),
+  host: text('HOST', '0.0.0.0', 'API bind address.', { type: 'address' }),
+  redisUrl: url('REDIS_URL', 'redis://127.0.0.1:6379', ['redis:', 'rediss:'], 'Redis; `rediss://` for TLS.'),
+  redisTlsUrl: url('REDIS_TLS_URL', undefined, ['rediss:'], 'Used instead of `REDIS_URL` when set (Heroku).'),
+  redisTlsRejectUnauthorized: bool('REDIS_TLS_REJECT_UNAUTHORIZED', true, "Verify the Redis TLS certificate; `false` for Heroku Redis's self-signed one."),
+  mongodbUri: url('MONGODB_URI', 'mongodb://127.0.0.1:27017/feedback', ['mongodb:', 'mongodb+srv:'], 'MongoDB; the path names the database (default `feedback`).'),
+  mongodbTimeoutMs: int('MONGODB_TIMEOUT_MS', { default: 5_000, min: 100, max: 600_000, unit: 'ms' }, "The MongoDB driver's server selection and connect timeout; its sockets time out after 6× this (at least 30 s)."),
+  apiKeys: text('API_KEYS', '', 'Comma-separated `name:secret` or `name:sha256:<hex digest of the secret>`; the name is the default `user_id`. Never logged.', { type: 'list' }),
+  adminApiKeyNames: text('ADMIN_API_KEY_NAMES', '', 'Comma-separated names from `API_KEYS` whose keys carry the admin scope (`/admin/...`). Stored keys get it with `npm run keys -- create --admin`.', { type: 'list' }),
+  apiKeysRefreshMs: int('API_KEYS_REFRESH_MS', { default: 5000, min: 50, max: 3_600_000, unit: 'ms' }, 'How often each API process reloads the keys stored in MongoDB; a new or revoked key takes effect within this.'),
+  idSigningSecrets: optionalText('ID_SIGNING_SECRETS', 'Comma-separated HMAC secrets for record ids (≥ 16 chars; the first signs, all verify). Unset: a development secret. Required when `NODE_ENV=production`; the same for every API process.', 'list'),
+  nodeEnv: text('NODE_ENV', 'development', '`production` makes `ID_SIGNING_SECRETS` mandatory.'),
+  queueName: text('QUEUE_NAME', 'feedback-writes', 'BullMQ queue name.', { type: '1–100 of `[A-Za-z0-9_-]`', pattern: [/^[A-Za-z0-9_-]{1,100}$/, 'QUEUE_NAME must be 1-100 of [A-Za-z0-9_-]'] }),
+  bodyLimitBytes: int('BODY_LIMIT_BYTES', { default: MiB, min: 1024, max: 64 * MiB, unit: 'bytes' }, 'Largest accepted body; larger is 413.'),
+  queueCompression: oneOf('QUEUE_COMPRESSION', JOB_COMPRESSIONS, 'deflate', "How a job's writes are packed for Redis: `deflate`, or `none` (plain JSON, readable in Redis tools)."),
+  batchMaxItems: int('BATCH_MAX_ITEMS', { default: 200, min: 1, max: 4000, unit: 'writes' }, 'Most writes one queued job carries.'),
+  batchMaxBytes: int('BATCH_MAX_BYTES', { default: 4 * MiB, min: 1024, max: 256 * MiB, unit: 'bytes' }, "A job closes once its writes' bodies reach this; a larger single write travels alone."),
+  batchMaxInFlight: int('BATCH_MAX_IN_FLIGHT', { default: 2, min: 1, max: 64, unit: 'jobs' }, 'Jobs being added at once per API process; more requests wait and join the next job.'),
+  enqueueTimeoutMs: int('ENQUEUE_TIMEOUT_MS', { default: 1000, min: 10, max: 60_000, unit: 'ms' }, "Longest wait for Redis's acknowledgement of a job before 503 `queue_unavailable`."),
+  enqueueMaxPendingWrites: int('ENQUEUE_MAX_PENDING_WRITES', { default: 20_000, min: 1, max: 10_000_000, unit: 'writes' }, 'Writes waiting in one API process for a job; above it new writes get 503 `overloaded`.'),
+  enqueueMaxPendingBytes: int('ENQUEUE_MAX_PENDING_BYTES', { default: 64 * MiB, min: 1024, max: 4 * 1024 * MiB, unit: 'bytes' }, 'Body bytes waiting in one API process for a job; above it new writes get 503 `overloaded`.'),
+  backlogMaxJobs: int('BACKLOG_MAX_JOBS', { default: 20_000, min: 1, max: 100_000_000, unit: 'jobs' }, 'Waiting + delayed + prioritized jobs above which writes get 503 `overloaded`.'),
+  backlogPollMs: int('BACKLOG_POLL_MS', { default: 500, min: 10, max: 60_000, unit: 'ms' }, 'How often each API process reads the backlog.'),
+  retryAfterSeconds: int('RETRY_AFTER_SECONDS', { default: 1, min: 1, max: 3600, unit: 's' }, '`Retry-After` of 503 `queue_unavailable` (×5 for `overloaded`).'),
+  idempotencyTtlSeconds: int('IDEMPOTENCY_TTL_SECONDS', { default: 86_400, min: 1, max: 30 * 86_400, unit: 's' }, 'How long an `Idempotency-Key` is remembered.'),
+  idempotencyPendingTtlSeconds: int('IDEMPOTENCY_PENDING_TTL_SECONDS', { default: 60, min: 1, max: 3600, unit: 's' }, 'How long a key stays claimed by a request that never finished.'),
+  rateLimitPerMinute: int('RATE_LIMIT_PER_MINUTE', { default: 0, min: 0, max: 10_000_000, unit: 'requests/min' }, "Write requests per API key per minute, shared by all API processes (counted in Redis); 0 = no limit. A stored key's own `rate_limit_per_minute` wins. See [Rate limits](#rate-limits)."),
+  httpRequestTimeoutMs: int('HTTP_REQUEST_TIMEOUT_MS', { default: 30_000, min: 100, max: 600_000, unit: 'ms' }, 'Whole-request timeout (408 after it).'),
+  httpHeadersTimeoutMs: int('HTTP_HEADERS_TIMEOUT_MS', { default: 10_000, min: 100, max: 600_000, unit: 'ms' }, 'Headers must arrive within this; at most `HTTP_REQUEST_TIMEOUT_MS`.'),
+  httpKeepAliveTimeoutMs: int('HTTP_KEEP_ALIVE_TIMEOUT_MS', { default: 5_000, min: 100, max: 600_000, unit: 'ms' }, 'Idle keep-alive connections are closed after this.'),
+  workerConcurrency: int('WORKER_CONCURRENCY', { default: 16, min: 1, max: 1000, unit: 'jobs' }, 'Jobs one worker process holds at once; the writes of the jobs in hand are merged into one store round trip (one `insertMany` per collection).'),
+  jobAttempts: int('JOB_ATTEMPTS', { default: 8, min: 1, max: 1000, unit: 'attempts' }, 'Attempts per job for non-transient failures (a response whose record is not stored yet).'),
+  jobBackoffMs: int('JOB_BACKOFF_MS', { default: 1000, min: 1, max: 3_600_000, unit: 'ms' }, 'Base of the exponential backoff between attempts.'),
+  jobLockMs: int('JOB_LOCK_MS', { default: 30_000, min: 1000, max: 3_600_000, unit: 'ms' }, "BullMQ's lock on a job; a dead worker's job is taken up again after it."),
+  jobStalledIntervalMs: int('JOB_STALLED_INTERVAL_MS', { default: 30_000, min: 1000, max: 3_600_000, unit: 'ms' }, 'How often a worker looks for jobs held by a dead worker (BullMQ `stalledInterval`); such a job runs again after one to two intervals.'),
+  jobMaxStalled: int('JOB_MAX_STALLED', { default: 10, min: 0, max: 1000, unit: 'stalls' }, 'Stalls before a job is failed (its writes are then dead-lettered as `job_failed`).'),
+  keepCompletedJobs: int('KEEP_COMPLETED_JOBS', { default: 1000, min: 0, max: 10_000_000, unit: 'jobs' }, 'Completed jobs kept in Redis (also at most one hour).'),
+  keepFailedJobs: int('KEEP_FAILED_JOBS', { default: 10_000, min: 0, max: 10_000_000, unit: 'jobs' }, 'Failed jobs kept in Redis (also at most seven days).'),
+  storeRetryMaxDelayMs: int('STORE_RETRY_MAX_DELAY_MS', { default: 10_000, min: 10, max: 3_600_000, unit: 'ms' }, 'Cap of the delay between retries while MongoDB is unreachable; these retries use no attempt.'),
+  writeLeaseMs: int('WRITE_LEASE_MS', { default: 30_000, min: 1000, max: 3_600_000, unit: 'ms' }, "How long a worker's claim on a response is exclusive on a store whose updates are not atomic (FerretDB); a dead worker's claims expire within twice this."),
+  storeProfile: oneOf('STORE_PROFILE', ['auto', 'mongodb', 'ferretdb'], 'auto', 'What the worker relies on from the store (atomic conditional updates, per-operation errors, indexed `$in`): `auto` asks the server at start-up; `mongodb` or `ferretdb` force it.'),
+  shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', { default: 10_000, min: 100, max: 600_000, unit: 'ms' }, 'Longest graceful shutdown before the process exits anyway.'),
+  workerMetricsPort: int('WORKER_METRICS_PORT', { default: 0, min: 0, max: 65535 }, "Port of the worker's `/metrics`; 0 = off."),
+  logLevel: oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info', 'pino level.'),
+};
+
+/** Settings whose {@link Config} value {@link loadConfig} computes (from them and others) instead of copying. */
+const DERIVED = ['redisUrl', 'redisTlsUrl', 'apiKeys', 'adminApiKeyNames', 'idSigningSecrets'] as const;
+
+type Settings = typeof SETTINGS;
+type Parsed = { readonly [K in keyof Settings]: Settings[K] extends Setting<infer T> ? T : never };
+
+/** The validated, frozen configuration of both processes. Units are in the names; each setting's unit, default and meaning are in {@link SETTINGS}. */
+export type Config = Omit<Parsed, (typeof DERIVED)[number]> & {
+  /** `REDIS_TLS_URL` when set (Heroku), else `REDIS_URL`. */
+  readonly redisUrl: string;
+  /** Database name: the path of `MONGODB_URI`, default `feedback`. */
+  readonly mongodbDatabase: string;
+  readonly apiKeys: readonly ApiKeyConfig[];
+  /** Names from `API_KEYS` that carry the admin scope (admin endpoints). */
+  readonly adminApiKeyNames: readonly string[];
+  /** HMAC secrets for record ids; the first signs, all verify (rotation). */
+  readonly idSigningSecrets: readonly string[];
+  /** True when no ID_SIGNING_SECRETS was given and the development secret is in use. */
+  readonly idSigningSecretIsDefault: boolean;
+};
+
+/** The settings in README order, for the generated table. */
+export const CONFIG_SETTINGS: readonly Setting[] = Object.freeze(Object.values(SETTINGS));
+
+const ParsedSchema = v.object(Object.fromEntries(Object.entries(SETTINGS).map(([key, s]) => [key, s.schema])));
+
+const DEV_ID_SECRET = 'feedback-ingest-development-id-secret';
 
 function parseApiKeys(raw: string): ApiKeyConfig[] {
   const keys: ApiKeyConfig[] = [];
@@ -48,243 +239,53 @@ function parseApiKeys(raw: string): ApiKeyConfig[] {
   return keys;
 }
 
-const int = (name: string, def: number, min: number, max: number) =>
-  v.pipe(
-    v.optional(v.string(), String(def)),
-    v.regex(/^\d+$/, `${name} must be a whole number`),
-    v.transform(Number),
-    v.minValue(min, `${name} must be at least ${min}`),
-    v.maxValue(max, `${name} must be at most ${max}`),
-  );
-
-const bool = (name: string, def: boolean) =>
-  v.pipe(
-    v.optional(v.string(), String(def)),
-    v.picklist(['true', 'false', '1', '0'], `${name} must be true or false`),
-    v.transform((s) => s === 'true' || s === '1'),
-  );
-
-const url = (name: string, def: string, schemes: readonly string[]) =>
-  v.pipe(
-    v.optional(v.string(), def),
-    v.check((s) => {
-      try {
-        return schemes.includes(new URL(s).protocol);
-      } catch {
-        return false;
-      }
-    }, `${name} must be a URL starting with ${schemes.map((p) => `${p}//`).join(' or ')}`),
-  );
-
-const EnvSchema = v.object({
-  NODE_ENV: v.optional(v.string(), 'development'),
-  PORT: int('PORT', 3000, 0, 65535),
-  HOST: v.optional(v.string(), '0.0.0.0'),
-  REDIS_URL: url('REDIS_URL', 'redis://127.0.0.1:6379', ['redis:', 'rediss:']),
-  REDIS_TLS_URL: v.optional(url('REDIS_TLS_URL', 'rediss://127.0.0.1:6379', ['rediss:'])),
-  REDIS_TLS_REJECT_UNAUTHORIZED: bool('REDIS_TLS_REJECT_UNAUTHORIZED', true),
-  MONGODB_URI: url('MONGODB_URI', 'mongodb://127.0.0.1:27017/feedback', ['mongodb:', 'mongodb+srv:']),
-  API_KEYS: v.optional(v.string(), ''),
-  ADMIN_API_KEY_NAMES: v.optional(v.string(), ''),
-  API_KEYS_REFRESH_MS: int('API_KEYS_REFRESH_MS', 5000, 50, 3_600_000),
-  ID_SIGNING_SECRETS: v.optional(v.string()),
-  QUEUE_NAME: v.pipe(v.optional(v.string(), 'feedback-writes'), v.regex(/^[A-Za-z0-9_-]{1,100}$/, 'QUEUE_NAME must be 1-100 of [A-Za-z0-9_-]')),
-  BODY_LIMIT_BYTES: int('BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
-  QUEUE_COMPRESSION: v.optional(v.picklist(JOB_COMPRESSIONS, `QUEUE_COMPRESSION must be one of ${JOB_COMPRESSIONS.join(', ')}`), 'deflate'),
-  BATCH_MAX_ITEMS: int('BATCH_MAX_ITEMS', 200, 1, 4000),
-  BATCH_MAX_IN_FLIGHT: int('BATCH_MAX_IN_FLIGHT', 2, 1, 64),
-  ENQUEUE_TIMEOUT_MS: int('ENQUEUE_TIMEOUT_MS', 1000, 10, 60_000),
-  ENQUEUE_MAX_PENDING_WRITES: int('ENQUEUE_MAX_PENDING_WRITES', 20_000, 1, 10_000_000),
-  ENQUEUE_MAX_PENDING_BYTES: int('ENQUEUE_MAX_PENDING_BYTES', 64 * 1024 * 1024, 1024, 4 * 1024 * 1024 * 1024),
-  BATCH_MAX_BYTES: int('BATCH_MAX_BYTES', 4 * 1024 * 1024, 1024, 256 * 1024 * 1024),
-  WRITE_LEASE_MS: int('WRITE_LEASE_MS', 30_000, 1000, 3_600_000),
-  STORE_PROFILE: v.optional(v.picklist(['auto', 'mongodb', 'ferretdb'], 'STORE_PROFILE must be one of auto, mongodb, ferretdb'), 'auto'),
-  BACKLOG_MAX_JOBS: int('BACKLOG_MAX_JOBS', 20_000, 1, 100_000_000),
-  BACKLOG_POLL_MS: int('BACKLOG_POLL_MS', 500, 10, 60_000),
-  RETRY_AFTER_SECONDS: int('RETRY_AFTER_SECONDS', 1, 1, 3600),
-  IDEMPOTENCY_TTL_SECONDS: int('IDEMPOTENCY_TTL_SECONDS', 86_400, 1, 30 * 86_400),
-  IDEMPOTENCY_PENDING_TTL_SECONDS: int('IDEMPOTENCY_PENDING_TTL_SECONDS', 60, 1, 3600),
-  RATE_LIMIT_PER_MINUTE: int('RATE_LIMIT_PER_MINUTE', 0, 0, 10_000_000),
-  HTTP_REQUEST_TIMEOUT_MS: int('HTTP_REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
-  HTTP_HEADERS_TIMEOUT_MS: int('HTTP_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
-  HTTP_KEEP_ALIVE_TIMEOUT_MS: int('HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000, 100, 600_000),
-  WORKER_CONCURRENCY: int('WORKER_CONCURRENCY', 16, 1, 1000),
-  JOB_ATTEMPTS: int('JOB_ATTEMPTS', 8, 1, 1000),
-  JOB_BACKOFF_MS: int('JOB_BACKOFF_MS', 1000, 1, 3_600_000),
-  JOB_LOCK_MS: int('JOB_LOCK_MS', 30_000, 1000, 3_600_000),
-  JOB_MAX_STALLED: int('JOB_MAX_STALLED', 10, 0, 1000),
-  JOB_STALLED_INTERVAL_MS: int('JOB_STALLED_INTERVAL_MS', 30_000, 1000, 3_600_000),
-  KEEP_COMPLETED_JOBS: int('KEEP_COMPLETED_JOBS', 1000, 0, 10_000_000),
-  KEEP_FAILED_JOBS: int('KEEP_FAILED_JOBS', 10_000, 0, 10_000_000),
-  STORE_RETRY_MAX_DELAY_MS: int('STORE_RETRY_MAX_DELAY_MS', 10_000, 10, 3_600_000),
-  MONGODB_TIMEOUT_MS: int('MONGODB_TIMEOUT_MS', 5_000, 100, 600_000),
-  SHUTDOWN_TIMEOUT_MS: int('SHUTDOWN_TIMEOUT_MS', 10_000, 100, 600_000),
-  WORKER_METRICS_PORT: int('WORKER_METRICS_PORT', 0, 0, 65535),
-  LOG_LEVEL: v.optional(v.picklist(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent'), 'info'),
-});
-
-const DEV_ID_SECRET = 'feedback-ingest-development-id-secret';
-
-/** The validated, frozen configuration of both processes. Units are in the names. */
-export interface Config {
-  readonly nodeEnv: string;
-  /** HTTP port of the API; 0 picks a free one (tests). Default 3000. */
-  readonly port: number;
-  readonly host: string;
-  /** `REDIS_TLS_URL` when set (Heroku), else `REDIS_URL`. */
-  readonly redisUrl: string;
-  /** Verify the Redis TLS certificate. Heroku Redis uses a self-signed one: set false there. */
-  readonly redisTlsRejectUnauthorized: boolean;
-  readonly mongodbUri: string;
-  /** Database name: the path of `MONGODB_URI`, default `feedback`. */
-  readonly mongodbDatabase: string;
-  readonly apiKeys: readonly ApiKeyConfig[];
-  /** Names from `API_KEYS` that carry the admin scope (admin endpoints). Default none. */
-  readonly adminApiKeyNames: readonly string[];
-  /** How often each API process reloads the keys stored in MongoDB (`npm run keys`), ms. Default 5000. */
-  readonly apiKeysRefreshMs: number;
-  /** HMAC secrets for record ids; the first signs, all verify (rotation). */
-  readonly idSigningSecrets: readonly string[];
-  /** True when no ID_SIGNING_SECRETS was given and the development secret is in use. */
-  readonly idSigningSecretIsDefault: boolean;
-  readonly queueName: string;
-  /** Largest accepted body, bytes. Default 1 MiB. */
-  readonly bodyLimitBytes: number;
-  /** How the API packs a job's writes for Redis: `deflate` (default) or `none` (plain JSON, readable in Redis tools). */
-  readonly queueCompression: JobCompression;
-  /** Most writes one queued job carries. Default 200. */
-  readonly batchMaxItems: number;
-  /** Most `queue.add` calls in flight per API process; more requests wait and join the next job. Default 2. */
-  readonly batchMaxInFlight: number;
-  /** How long the API waits for Redis to acknowledge a job before answering 503, ms. Default 1000. */
-  readonly enqueueTimeoutMs: number;
-  /** Writes waiting in one API process for a job above which new writes get 503 `overloaded`. Default 20000. */
-  readonly enqueueMaxPendingWrites: number;
-  /** Body bytes waiting in one API process for a job above which new writes get 503 `overloaded`. Default 64 MiB. */
-  readonly enqueueMaxPendingBytes: number;
-  /** Body bytes per queued job; a larger single write travels alone. Default 4 MiB. */
-  readonly batchMaxBytes: number;
-  /** How long a worker's claim on a response lasts on a store without atomic updates (FerretDB), ms. Default 30000. */
-  readonly writeLeaseMs: number;
-  /** Which store the worker writes to: `auto` asks the server at start-up; `mongodb` or `ferretdb` force it. Default auto. */
-  readonly storeProfile: 'auto' | 'mongodb' | 'ferretdb';
-  /** Waiting + delayed jobs above which writes get 503 `overloaded`. Default 20000. */
-  readonly backlogMaxJobs: number;
-  /** How often each API process reads the backlog, ms. Default 500. */
-  readonly backlogPollMs: number;
-  readonly retryAfterSeconds: number;
-  readonly idempotencyTtlSeconds: number;
-  readonly idempotencyPendingTtlSeconds: number;
-  /** Write requests per API key per minute, shared by all API processes; 0 = no limit. A stored key's own limit wins. Default 0. */
-  readonly rateLimitPerMinute: number;
-  readonly httpRequestTimeoutMs: number;
-  readonly httpHeadersTimeoutMs: number;
-  readonly httpKeepAliveTimeoutMs: number;
-  /** Jobs one worker process handles at once. Default 4. */
-  readonly workerConcurrency: number;
-  /** Attempts per job for non-transient failures (a response whose record is not stored yet). Default 8. */
-  readonly jobAttempts: number;
-  /** Base of the exponential backoff between attempts, ms. Default 1000. */
-  readonly jobBackoffMs: number;
-  readonly jobLockMs: number;
-  readonly jobMaxStalled: number;
-  /** How often the worker looks for jobs whose worker died (BullMQ stalledInterval). */
-  readonly jobStalledIntervalMs: number;
-  readonly keepCompletedJobs: number;
-  readonly keepFailedJobs: number;
-  /** Cap of the backoff while MongoDB is unreachable, ms; these retries do not use attempts. Default 10000. */
-  readonly storeRetryMaxDelayMs: number;
-  /** Server selection and socket timeout of the MongoDB driver, ms. Default 5000. */
-  readonly mongodbTimeoutMs: number;
-  /** Longest graceful shutdown before the process exits anyway, ms. Default 10000. */
-  readonly shutdownTimeoutMs: number;
-  /** Port of the worker's /metrics; 0 = off. Default 0. */
-  readonly workerMetricsPort: number;
-  readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-}
+const commaList = (raw: string) => raw.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
 
 /** Validates the environment once. Throws {@link ConfigError} naming the first bad variable. */
 export function loadConfig(env: Readonly<Record<string, string | undefined>>): Config {
   const input: Record<string, string> = {};
-  for (const key of Object.keys(EnvSchema.entries)) {
-    const value = env[key];
+  for (const [key, setting] of Object.entries(SETTINGS)) {
+    const value = env[setting.env];
     if (value !== undefined && value !== '') input[key] = value;
   }
-  const result = v.safeParse(EnvSchema, input);
+  const result = v.safeParse(ParsedSchema, input);
   if (!result.success) {
     const issue = result.issues[0];
-    const variable = issue.path?.[0]?.key;
-    const name = typeof variable === 'string' ? variable : 'environment';
+    const key = issue.path?.[0]?.key;
+    const name = typeof key === 'string' && key in SETTINGS ? SETTINGS[key as keyof Settings].env : 'environment';
     const msg = issue.message.startsWith(name) ? issue.message.slice(name.length + 1) : `is invalid: ${issue.message}`;
     throw new ConfigError(name, msg);
   }
-  const e = result.output;
-  const mongoPath = new URL(e.MONGODB_URI).pathname.replace(/^\//, '');
+  const e = result.output as Parsed;
+  const mongoPath = new URL(e.mongodbUri).pathname.replace(/^\//, '');
   const mongodbDatabase = mongoPath === '' ? 'feedback' : decodeURIComponent(mongoPath);
   if (!/^[A-Za-z0-9_-]{1,63}$/.test(mongodbDatabase)) {
     throw new ConfigError('MONGODB_URI', 'must name a database of 1-63 of [A-Za-z0-9_-]');
   }
-  const secrets = (e.ID_SIGNING_SECRETS ?? '').split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  const secrets = commaList(e.idSigningSecrets ?? '');
   if (secrets.some((s) => s.length < 16)) throw new ConfigError('ID_SIGNING_SECRETS', 'must hold secrets of at least 16 characters');
-  if (secrets.length === 0 && e.NODE_ENV === 'production') {
+  if (secrets.length === 0 && e.nodeEnv === 'production') {
     throw new ConfigError('ID_SIGNING_SECRETS', 'is required when NODE_ENV=production (a random string of 32+ characters, the same for every API process)');
   }
-  const apiKeys = parseApiKeys(e.API_KEYS);
-  const adminApiKeyNames = e.ADMIN_API_KEY_NAMES.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  const apiKeys = parseApiKeys(e.apiKeys);
+  const adminApiKeyNames = commaList(e.adminApiKeyNames);
   for (const name of adminApiKeyNames) {
     if (!apiKeys.some((k) => k.name === name)) throw new ConfigError('ADMIN_API_KEY_NAMES', `names "${name}", which is not a key of API_KEYS`);
   }
-  if (e.HTTP_HEADERS_TIMEOUT_MS > e.HTTP_REQUEST_TIMEOUT_MS) {
+  if (e.httpHeadersTimeoutMs > e.httpRequestTimeoutMs) {
     throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS', 'must not exceed HTTP_REQUEST_TIMEOUT_MS');
   }
+  const direct = Object.fromEntries(Object.entries(e).filter(([key]) => !(DERIVED as readonly string[]).includes(key)));
   return Object.freeze({
-    nodeEnv: e.NODE_ENV,
-    port: e.PORT,
-    host: e.HOST,
-    redisUrl: e.REDIS_TLS_URL ?? e.REDIS_URL,
-    redisTlsRejectUnauthorized: e.REDIS_TLS_REJECT_UNAUTHORIZED,
-    mongodbUri: e.MONGODB_URI,
+    ...(direct as Omit<Parsed, (typeof DERIVED)[number]>),
+    redisUrl: e.redisTlsUrl ?? e.redisUrl,
     mongodbDatabase,
     apiKeys: Object.freeze(apiKeys),
     adminApiKeyNames: Object.freeze(adminApiKeyNames),
-    apiKeysRefreshMs: e.API_KEYS_REFRESH_MS,
     idSigningSecrets: Object.freeze(secrets.length > 0 ? secrets : [DEV_ID_SECRET]),
     idSigningSecretIsDefault: secrets.length === 0,
-    queueName: e.QUEUE_NAME,
-    bodyLimitBytes: e.BODY_LIMIT_BYTES,
-    queueCompression: e.QUEUE_COMPRESSION,
-    batchMaxItems: e.BATCH_MAX_ITEMS,
-    batchMaxInFlight: e.BATCH_MAX_IN_FLIGHT,
-    enqueueTimeoutMs: e.ENQUEUE_TIMEOUT_MS,
-    enqueueMaxPendingWrites: e.ENQUEUE_MAX_PENDING_WRITES,
-    enqueueMaxPendingBytes: e.ENQUEUE_MAX_PENDING_BYTES,
-    batchMaxBytes: e.BATCH_MAX_BYTES,
-    writeLeaseMs: e.WRITE_LEASE_MS,
-    storeProfile: e.STORE_PROFILE,
-    backlogMaxJobs: e.BACKLOG_MAX_JOBS,
-    backlogPollMs: e.BACKLOG_POLL_MS,
-    retryAfterSeconds: e.RETRY_AFTER_SECONDS,
-    idempotencyTtlSeconds: e.IDEMPOTENCY_TTL_SECONDS,
-    idempotencyPendingTtlSeconds: e.IDEMPOTENCY_PENDING_TTL_SECONDS,
-    rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
-    httpRequestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS,
-    httpHeadersTimeoutMs: e.HTTP_HEADERS_TIMEOUT_MS,
-    httpKeepAliveTimeoutMs: e.HTTP_KEEP_ALIVE_TIMEOUT_MS,
-    workerConcurrency: e.WORKER_CONCURRENCY,
-    jobAttempts: e.JOB_ATTEMPTS,
-    jobBackoffMs: e.JOB_BACKOFF_MS,
-    jobLockMs: e.JOB_LOCK_MS,
-    jobMaxStalled: e.JOB_MAX_STALLED,
-    jobStalledIntervalMs: e.JOB_STALLED_INTERVAL_MS,
-    keepCompletedJobs: e.KEEP_COMPLETED_JOBS,
-    keepFailedJobs: e.KEEP_FAILED_JOBS,
-    storeRetryMaxDelayMs: e.STORE_RETRY_MAX_DELAY_MS,
-    mongodbTimeoutMs: e.MONGODB_TIMEOUT_MS,
-    shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
-    workerMetricsPort: e.WORKER_METRICS_PORT,
-    logLevel: e.LOG_LEVEL,
   });
 }
 
-/** The variables {@link loadConfig} reads, for the README test and `--help`. */
-export const CONFIG_VARIABLES: readonly string[] = Object.freeze(Object.keys(EnvSchema.entries));
+/** The variables {@link loadConfig} reads, for `--help` and tests. */
+export const CONFIG_VARIABLES: readonly string[] = Object.freeze(CONFIG_SETTINGS.map((s) => s.env));

@@ -41,12 +41,12 @@ export interface DeadLetterSummary extends Omit<DeadLetter, '_id' | 'payload_jso
 }
 
 /** One dead letter with its payload: the text as stored, and parsed when it is JSON. */
-export interface DeadLetterDetail extends DeadLetterSummary {
+interface DeadLetterDetail extends DeadLetterSummary {
   readonly payload_json: string;
   readonly payload: unknown;
 }
 
-export interface DeadLetterPage {
+interface DeadLetterPage {
   readonly items: readonly DeadLetterSummary[];
   /** Pass as `cursor` for the next (older) page; null on the last page. */
   readonly next_cursor: string | null;
@@ -84,7 +84,7 @@ export interface DeadLetterAdmin {
   purgeMany(filter?: { reason?: DeadLetterReason }): Promise<number>;
 }
 
-export interface DeadLetterAdminOptions {
+interface DeadLetterAdminOptions {
   readonly db: Db;
   /** The write queue retried writes go back to. */
   readonly queue: WriteQueue;

@@ -1,10 +1,13 @@
+/** Headers an error answer carries besides `X-Request-Id` (documented in OpenAPI). */
+export type ErrorHeader = 'WWW-Authenticate' | 'Allow' | 'Retry-After' | 'RateLimit-Limit' | 'RateLimit-Remaining' | 'RateLimit-Reset';
+
 /**
- * Every error the API can answer with. The README's error table is checked against this object
+ * Every error the API can answer with, its status and the headers it carries. The README's error table is checked against this object
  * by a test, so a new code cannot ship undocumented.
  */
 export const ErrorCode = {
-  unauthorized: { status: 401, description: 'No Authorization header, or not `Bearer <token>`.' },
-  invalid_api_key: { status: 401, description: 'The token is not a known, active API key.' },
+  unauthorized: { status: 401, description: 'No Authorization header, or not `Bearer <token>`.', headers: ['WWW-Authenticate'] },
+  invalid_api_key: { status: 401, description: 'The token is not a known, active API key.', headers: ['WWW-Authenticate'] },
   forbidden: { status: 403, description: 'The key may not write to that dataset, or an admin endpoint was called without the admin scope.' },
   invalid_json: { status: 400, description: 'The body is not valid JSON.' },
   validation_failed: { status: 400, description: 'Missing field, wrong type, bad value or unknown property; `details` lists each.' },
@@ -14,20 +17,21 @@ export const ErrorCode = {
   headers_too_large: { status: 431, description: 'The request headers are larger than Node\'s limit (16 KiB); the connection is closed.' },
   not_found: { status: 404, description: 'Unknown path.' },
   record_not_found: { status: 404, description: 'The record is neither stored nor accepted and queued.' },
-  method_not_allowed: { status: 405, description: 'Known path, wrong method; `Allow` lists the methods.' },
+  method_not_allowed: { status: 405, description: 'Known path, wrong method; `Allow` lists the methods.', headers: ['Allow'] },
   idempotency_key_reused: { status: 409, description: 'The same `Idempotency-Key` was used with a different body.' },
   dead_letter_not_retryable: { status: 409, description: 'The dead letter holds no single write that passes the queue contract (a whole malformed job, a malformed write); inspect it and purge it.' },
-  idempotency_key_in_use: { status: 409, description: 'A request with the same `Idempotency-Key` is still being processed; retry shortly.' },
+  idempotency_key_in_use: { status: 409, description: 'A request with the same `Idempotency-Key` is still being processed; retry shortly.', headers: ['Retry-After'] },
   payload_too_large: { status: 413, description: 'The body is larger than `BODY_LIMIT_BYTES`.' },
   unsupported_media_type: { status: 415, description: '`Content-Type` is present and not JSON, or names a charset that cannot be decoded.' },
-  rate_limited: { status: 429, description: 'Per-key rate limit exceeded; see `Retry-After`.' },
+  rate_limited: { status: 429, description: 'Per-key rate limit exceeded; see `Retry-After`.', headers: ['Retry-After', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'] },
   internal_error: { status: 500, description: 'A bug: the request was not accepted. Logged with the request id.' },
-  queue_unavailable: { status: 503, description: 'Redis is unreachable or did not acknowledge the write in time; nothing was promised.' },
-  overloaded: { status: 503, description: 'The backlog is above `BACKLOG_MAX_JOBS`; retry after `Retry-After`.' },
-} as const satisfies Record<string, { status: number; description: string }>;
+  queue_unavailable: { status: 503, description: 'Redis is unreachable or did not acknowledge the write in time; nothing was promised.', headers: ['Retry-After'] },
+  overloaded: { status: 503, description: 'The backlog is above `BACKLOG_MAX_JOBS`; retry after `Retry-After`.', headers: ['Retry-After'] },
+} as const satisfies Record<string, { status: number; description: string; headers?: readonly ErrorHeader[] }>;
 
 export type ErrorCode = keyof typeof ErrorCode;
 
+/** One problem of a refused request: where (`response.values`) and what. */
 export interface ErrorDetail {
   readonly path: string;
   readonly message: string;

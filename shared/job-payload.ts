@@ -6,8 +6,8 @@ import { JOB_PAYLOAD_VERSION, JOB_PAYLOAD_VERSION_DEFLATE, JobEnvelope, JobEnvel
 const deflateRawAsync = promisify(deflateRaw);
 
 /** How the API packs the writes of a job. `deflate` is the default (see README "Redis memory"). */
-export type JobCompression = 'deflate' | 'none';
-export const JOB_COMPRESSIONS: readonly JobCompression[] = ['deflate', 'none'];
+export const JOB_COMPRESSIONS = ['deflate', 'none'] as const;
+export type JobCompression = (typeof JOB_COMPRESSIONS)[number];
 
 /**
  * Largest inflated payload the worker accepts, bytes: a job carries at most 4,000 writes of at
@@ -28,7 +28,7 @@ export async function encodeJob(writes: readonly Write[], compression: JobCompre
   return { v: JOB_PAYLOAD_VERSION_DEFLATE, n: writes.length, z: packed.toString('base64') };
 }
 
-export type DecodedJob = { readonly ok: true; readonly writes: readonly unknown[] } | { readonly ok: false; readonly error: string };
+type DecodedJob = { readonly ok: true; readonly writes: readonly unknown[] } | { readonly ok: false; readonly error: string };
 
 /**
  * Unpacks a job of any version this release knows (plain, or deflated). The writes are returned

@@ -6,7 +6,7 @@ export type { Logger } from 'pino';
  * Paths that must never reach a log line. Keys and bodies are not logged by design; this list is
  * the net under that rule.
  */
-export const REDACT_PATHS: readonly string[] = [
+const REDACT_PATHS: readonly string[] = [
   'authorization',
   'headers.authorization',
   'req.headers.authorization',

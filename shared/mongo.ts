@@ -22,12 +22,10 @@ export interface MongoHandle {
 /**
  * Options every MongoClient of this project needs, whatever it is for (service, tests, bench).
  *
- * The driver's default `fieldsAsRaw` is `{}`, and js-bson (7.3.4, with mongodb 7.9.0) looks each
- * array's name up in it without an own-property check: an array stored under a key named like an
- * Object.prototype member ("toString", "valueOf", "hasOwnProperty"…, all valid keys of
- * `field_to_value` and `values`) came back with its sub-documents as raw BSON Buffers, and the
- * worker's repair path wrote them back that way. A prototype-less object closes the hole. Found
- * by the fuzz suite (test/fuzz).
+ * js-bson looks each array's name up in `fieldsAsRaw` without an own-property check, and the
+ * driver's default is `{}`: an array under a key named like an Object.prototype member
+ * ("toString", "valueOf"…, valid keys of `field_to_value` and `values`) would be read back with
+ * its sub-documents as raw BSON Buffers. A prototype-less object matches no name.
  */
 export function mongoClientOptions(): MongoClientOptions {
   return { fieldsAsRaw: Object.create(null) as Record<string, never> };

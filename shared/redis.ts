@@ -6,9 +6,9 @@ import type { Logger } from './logger.js';
  * `producer`: the API. Commands fail at once while Redis is down (no offline queue), so the API
  * answers 503 instead of holding requests. `worker`: retries forever, as BullMQ workers require.
  */
-export type RedisRole = 'producer' | 'worker';
+type RedisRole = 'producer' | 'worker';
 
-export function redisOptions(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUnauthorized' | 'enqueueTimeoutMs'>, role: RedisRole): Omit<RedisOptions, 'replyMapping'> {
+function redisOptions(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUnauthorized' | 'enqueueTimeoutMs'>, role: RedisRole): Omit<RedisOptions, 'replyMapping'> {
   const tls = config.redisUrl.startsWith('rediss:') ? { tls: { rejectUnauthorized: config.redisTlsRejectUnauthorized } } : {};
   return {
     ...tls,
@@ -22,8 +22,9 @@ export function redisOptions(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUn
   };
 }
 
-export function createRedis(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUnauthorized' | 'enqueueTimeoutMs'>, role: RedisRole, logger: Logger): Redis {
-  const redis = new Redis(config.redisUrl, redisOptions(config, role));
+/** `options.commandTimeout` (ms) overrides the role's: for reads that must not wait long. */
+export function createRedis(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUnauthorized' | 'enqueueTimeoutMs'>, role: RedisRole, logger: Logger, options: Pick<RedisOptions, 'commandTimeout'> = {}): Redis {
+  const redis = new Redis(config.redisUrl, { ...redisOptions(config, role), ...options });
   let down = false;
   redis.on('error', (err: Error) => {
     if (!down) logger.warn({ err: err.message, role }, 'redis connection error');

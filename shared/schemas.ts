@@ -1,7 +1,8 @@
 import * as v from 'valibot';
+import type { ErrorDetail } from './errors.js';
 
 /** JSON nesting deeper than this (counting the body itself as level 1) is rejected. */
-export const MAX_JSON_DEPTH = 32;
+const MAX_JSON_DEPTH = 32;
 export const KEY_NAME_MAX_LENGTH = 200;
 /** Problems reported at most per JSON object field, so one bad body cannot make a huge answer. */
 const MAX_ISSUES_PER_FIELD = 50;
@@ -22,7 +23,7 @@ export function keyNameProblem(key: string): string | undefined {
 const LONE_SURROGATE = /\p{Cs}/u;
 
 /** True when `s` can be stored as UTF-8 unchanged (JSON escapes like "\ud800" parse to lone surrogates). */
-export function isWellFormedText(s: string): boolean {
+function isWellFormedText(s: string): boolean {
   return !LONE_SURROGATE.test(s);
 }
 
@@ -124,18 +125,30 @@ export function hasAnyKey(o: Record<string, unknown>): boolean {
   return Object.keys(o).length > 0;
 }
 const nonEmptyObject = v.check(hasAnyKey, 'must have at least one key');
+
+type ResponseFields = { status?: string; values: Record<string, unknown> };
 /**
  * `values` may be empty only when the response is discarded. valibot runs a partialCheck when
  * its two paths have no issue of their own, which is also the case when the object schema around
  * them never ran (closedObject stops before it once a forbidden key like "prototype" is
  * reported): `values` may then be missing or of any type, and the other issues already refuse the
- * body. Found by the fuzz suite (a 500 on `{"response":{"prototype":false}}`).
+ * body, so the check passes on anything that is not an object.
  */
-function valuesFilledUnlessDiscarded(input: { status?: unknown; values?: unknown }): boolean {
-  return input.status === 'discarded' || !isPlainObject(input.values) || Object.keys(input.values).length > 0;
+const valuesFilledUnlessDiscarded = v.forward(
+  v.partialCheck<ResponseFields, [['values'], ['status']], ResponseFields, string>(
+    [['values'], ['status']],
+    (input) => input.status === 'discarded' || !isPlainObject(input.values) || Object.keys(input.values).length > 0,
+    'must have at least one key unless status is discarded',
+  ),
+  ['values'],
+);
+
+type ValuesCheck<T> = v.BaseValidation<T, T, v.PartialCheckIssue<ResponseFields>>;
+/** `schema` (a response: `status`, `values`, …) with {@link valuesFilledUnlessDiscarded} after it. */
+function withValuesFilledUnlessDiscarded<const TSchema extends v.GenericSchema<unknown, ResponseFields>>(schema: TSchema): v.SchemaWithPipe<readonly [TSchema, ValuesCheck<v.InferOutput<TSchema>>]> {
+  // The check reads only `status` and `values`; the cast lets it follow any schema that has them.
+  return v.pipe<TSchema, ValuesCheck<v.InferOutput<TSchema>>>(schema, valuesFilledUnlessDiscarded as unknown as ValuesCheck<v.InferOutput<TSchema>>);
 }
-/** `values` may be empty only when the response is discarded. */
-const VALUES_EMPTY_MESSAGE = 'must have at least one key unless status is discarded';
 
 export const ResponseStatus = v.picklist(['draft', 'submitted', 'discarded'], 'must be one of draft, submitted, discarded');
 export type ResponseStatus = v.InferOutput<typeof ResponseStatus>;
@@ -149,50 +162,34 @@ const requiredString = (max: number) =>
   );
 
 export const DatasetId = requiredString(256);
-export const UserId = requiredString(256);
-export const RecordId = requiredString(200);
-export const ExternalId = requiredString(1024);
+const UserId = requiredString(256);
+const RecordId = requiredString(200);
+const ExternalId = requiredString(1024);
 
-export const RecordInput = closedObject({
+const RecordInput = closedObject({
   feedback_dataset_id: DatasetId,
   field_to_value: v.pipe(jsonObject(3), nonEmptyObject),
   external_id: v.exactOptional(ExternalId),
   metadata: v.exactOptional(jsonObject(3)),
 });
-export type RecordInput = v.InferOutput<typeof RecordInput>;
+type RecordInput = v.InferOutput<typeof RecordInput>;
 
 /** The first response, sent with its record. `status` defaults to `submitted`. */
-export const FirstResponseInput = v.pipe(
+const FirstResponseInput = withValuesFilledUnlessDiscarded(
   closedObject({
     values: jsonObject(3),
     status: v.optional(ResponseStatus, 'submitted'),
     user_id: v.exactOptional(UserId),
   }),
-  v.forward(
-    v.partialCheck(
-      [['values'], ['status']],
-      valuesFilledUnlessDiscarded,
-      VALUES_EMPTY_MESSAGE,
-    ),
-    ['values'],
-  ),
 );
 
 /** A response sent to an existing record: `status` is required. */
-export const ResponseInput = v.pipe(
+const ResponseInput = withValuesFilledUnlessDiscarded(
   closedObject({
     status: ResponseStatus,
     values: jsonObject(3),
     user_id: v.exactOptional(UserId),
   }),
-  v.forward(
-    v.partialCheck(
-      [['values'], ['status']],
-      valuesFilledUnlessDiscarded,
-      VALUES_EMPTY_MESSAGE,
-    ),
-    ['values'],
-  ),
 );
 
 /** Body of `POST /feedback-record`. */
@@ -204,18 +201,8 @@ export const FeedbackResponseBody = closedObject({ feedback_record_id: RecordId,
 export type FeedbackResponseBody = v.InferOutput<typeof FeedbackResponseBody>;
 
 /** The response part of a queued write: defaults resolved, annotator named. */
-export const StoredResponse = v.pipe(
-  v.strictObject({ status: ResponseStatus, values: jsonObject(3), user_id: UserId }),
-  v.forward(
-    v.partialCheck(
-      [['values'], ['status']],
-      valuesFilledUnlessDiscarded,
-      VALUES_EMPTY_MESSAGE,
-    ),
-    ['values'],
-  ),
-);
-export type StoredResponse = v.InferOutput<typeof StoredResponse>;
+const StoredResponse = withValuesFilledUnlessDiscarded(v.strictObject({ status: ResponseStatus, values: jsonObject(3), user_id: UserId }));
+type StoredResponse = v.InferOutput<typeof StoredResponse>;
 
 const writeCommon = {
   /** The API's request id, carried into the worker's logs. */
@@ -236,7 +223,7 @@ const writeCommon = {
 export const RecordWrite = v.strictObject({ kind: v.literal('record'), ...writeCommon, record: RecordInput, response: StoredResponse });
 export type RecordWrite = v.InferOutput<typeof RecordWrite>;
 
-export const ResponseWrite = v.strictObject({ kind: v.literal('response'), ...writeCommon, response: StoredResponse });
+const ResponseWrite = v.strictObject({ kind: v.literal('response'), ...writeCommon, response: StoredResponse });
 export type ResponseWrite = v.InferOutput<typeof ResponseWrite>;
 
 /** One write carried by a job: a record with its first response, or a response to a record. */
@@ -254,7 +241,7 @@ export const JobEnvelope = v.strictObject({
   v: v.literal(JOB_PAYLOAD_VERSION),
   writes: v.pipe(v.array(v.unknown()), v.minLength(1)),
 });
-export interface JobPayload {
+interface JobPayload {
   readonly v: typeof JOB_PAYLOAD_VERSION;
   readonly writes: readonly Write[];
 }
@@ -268,7 +255,7 @@ export const JobEnvelopeDeflate = v.strictObject({
   n: v.pipe(v.number(), v.integer(), v.minValue(1)),
   z: v.pipe(v.string(), v.minLength(1), v.regex(/^[A-Za-z0-9+/]*={0,2}$/, 'is not base64')),
 });
-export interface DeflatedJobPayload {
+interface DeflatedJobPayload {
   readonly v: typeof JOB_PAYLOAD_VERSION_DEFLATE;
   readonly n: number;
   readonly z: string;
@@ -276,11 +263,6 @@ export interface DeflatedJobPayload {
 
 /** What a write job carries in Redis. */
 export type JobData = JobPayload | DeflatedJobPayload;
-
-export interface ValidationDetail {
-  readonly path: string;
-  readonly message: string;
-}
 
 const IDENT_RE = /^[A-Za-z_][A-Za-z0-9_-]*$/;
 
@@ -304,6 +286,6 @@ function issueMessage(issue: v.BaseIssue<unknown>): string {
 }
 
 /** Every problem valibot found, as `{path, message}` pairs. */
-export function toDetails(issues: readonly v.BaseIssue<unknown>[]): ValidationDetail[] {
+export function toDetails(issues: readonly v.BaseIssue<unknown>[]): ErrorDetail[] {
   return issues.map((issue) => ({ path: formatPath(issue.path), message: issueMessage(issue) }));
 }

@@ -8,7 +8,7 @@ import { toDetails } from '../../shared/schemas.js';
 /** Where the dead-letter endpoints live; behind `authenticate` and `requireAdmin`. */
 export const DEAD_LETTERS_PATH = '/admin/dead-letters';
 
-export interface DeadLetterRouteDeps {
+interface DeadLetterRouteDeps {
   readonly deadLetters: DeadLetterAdmin;
   readonly retryAfterSeconds: number;
 }

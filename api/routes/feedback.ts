@@ -22,7 +22,7 @@ export interface AcceptedBody {
   readonly status: ResponseStatus;
 }
 
-export interface FeedbackRouteDeps {
+interface FeedbackRouteDeps {
   readonly enqueuer: Enqueuer;
   readonly idempotency: IdempotencyStore;
   readonly ids: IdMinter;

@@ -7,7 +7,7 @@ import { freePort, startFerretDb, startRedis, type ManagedServer } from '../help
 import { msg, saveLogs, spawnService, type ServiceProcess } from './procs.js';
 
 export const LEDGER_KEY = { name: 'ledger', secret: 'ledger-secret-key-7f3a9c2e51d84b06' } as const;
-export const OTHER_LEDGER_KEY = { name: 'ledger-2', secret: 'ledger-second-key-0c8e1b7a94d2f365' } as const;
+const OTHER_LEDGER_KEY = { name: 'ledger-2', secret: 'ledger-second-key-0c8e1b7a94d2f365' } as const;
 export const ID_SECRET = 'faults-id-signing-secret-5a1e9d03c7b24f86';
 
 /** Polls `check` until it returns something other than undefined; fails after `timeoutMs`. */
@@ -21,7 +21,7 @@ export async function until<T>(check: () => Promise<T | undefined> | T | undefin
   }
 }
 
-export interface ClusterOptions {
+interface ClusterOptions {
   /** Label used for artifacts (logs). */
   readonly label: string;
   readonly redisPolicy?: string;
@@ -152,9 +152,10 @@ export class Cluster {
   async close(): Promise<void> {
     await Promise.all(this.procs.map((p) => p.kill()));
     saveLogs(this.label, this.procs);
-    // Redis may be down if the test failed mid-outage: do not wait for it.
-    await Promise.race([this.observerQueue?.close().catch(() => undefined), new Promise((r) => setTimeout(r, 2_000))]);
+    // Redis may be down if the test failed mid-outage: disconnect without waiting for it. The
+    // queue only borrows that connection, so closing it after needs no Redis either.
     this.observer?.disconnect();
+    await this.observerQueue?.close();
     await this.mongoClient?.close().catch(() => undefined);
     await Promise.all([this.redis?.destroy(), this.mongo?.destroy()]);
   }

@@ -23,7 +23,7 @@ export class NoAnswer extends Error {
   }
 }
 
-export interface SendOptions {
+interface SendOptions {
   readonly method?: string;
   readonly headers?: Readonly<Record<string, string | readonly string[]>>;
   readonly body?: string | Buffer;

@@ -13,7 +13,7 @@ import { NoAnswer, errorShape, send, type HttpAnswer } from './http.js';
  * - `unsent`: the connection was refused; the server never saw the request. Nothing may be stored.
  * - `unknown`: sent, but no answer (the process died, the connection broke). Stored once or not at all.
  */
-export type Outcome = 'pending' | 'acked' | 'refused' | 'unsent' | 'unknown';
+type Outcome = 'pending' | 'acked' | 'refused' | 'unsent' | 'unknown';
 
 export type ResponseStatus = 'draft' | 'submitted' | 'discarded';
 
@@ -26,7 +26,7 @@ interface Pair {
   busy: boolean;
 }
 
-export interface Entry {
+interface Entry {
   readonly n: number;
   /** Unique per request: sent as X-Request-Id, stored in the record's external_id / the response values. */
   readonly tag: string;
@@ -49,7 +49,7 @@ export interface Entry {
   ms: number | undefined;
 }
 
-export interface LoadOptions {
+interface LoadOptions {
   /** The API base URLs to spread requests over, read before every request (they may change). */
   readonly targets: () => readonly string[];
   /** Most requests this run sends. */
@@ -96,7 +96,7 @@ export interface LedgerReport {
 }
 
 /** A small seeded PRNG (mulberry32): reproducible loads without a dependency. */
-export function prng(seed: number): () => number {
+function prng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

@@ -8,7 +8,7 @@ export const ROOT = resolve(import.meta.dirname, '..', '..');
 /** Where logs of child processes are kept after a run (git-ignored). */
 export const ARTIFACTS = join(ROOT, 'test-artifacts');
 
-export interface LogLine {
+interface LogLine {
   readonly at: number;
   readonly stream: 'stdout' | 'stderr';
   readonly raw: string;
@@ -16,7 +16,7 @@ export interface LogLine {
   readonly json: Record<string, unknown> | undefined;
 }
 
-export interface ExitInfo {
+interface ExitInfo {
   readonly code: number | null;
   readonly signal: NodeJS.Signals | null;
   /** Date.now() when the process exited. */

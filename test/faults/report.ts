@@ -4,7 +4,7 @@ import type { LedgerReport } from './ledger.js';
 import { ARTIFACTS } from './procs.js';
 
 /** Figures of one scenario, as the lead puts them in the README. */
-export interface ScenarioFigures {
+interface ScenarioFigures {
   readonly fault: string;
   readonly requests: number;
   readonly acknowledged: number;
@@ -19,7 +19,7 @@ export interface ScenarioFigures {
   readonly [extra: string]: unknown;
 }
 
-export interface FuzzFigures {
+interface FuzzFigures {
   readonly bad_inputs_tried: number;
   readonly accepted_valid: number;
   readonly answers_4xx: number;

@@ -12,12 +12,12 @@ import { STATUSES, keyIsValid } from './oracle.js';
 export const text = (maxLength: number) => fc.string({ unit: 'grapheme', maxLength });
 const text1 = (maxLength: number) => fc.string({ unit: 'grapheme', minLength: 1, maxLength });
 
-export const goodKey = fc.oneof(
+const goodKey = fc.oneof(
   { weight: 8, arbitrary: text1(12).filter(keyIsValid) },
   { weight: 2, arbitrary: fc.constantFrom('a b', 'ünïcødé', '日本語', 'x-y_z', 'k'.repeat(200), '0', ' ', 'emoji👍🏽', 'a$', 'tab\tkey', 'NUL-free "quote"', 'toString', 'valueOf', 'hasOwnProperty') },
 );
 
-export const badKey = fc.constantFrom('', '$where', '$', 'a.b', '.', 'x\u0000y', '__proto__', 'constructor', 'prototype', 'k'.repeat(201), '$.x');
+const badKey = fc.constantFrom('', '$where', '$', 'a.b', '.', 'x\u0000y', '__proto__', 'constructor', 'prototype', 'k'.repeat(201), '$.x');
 
 const leaf = fc.oneof(
   text(40),
@@ -74,7 +74,7 @@ export const validResponseBody = (recordIds: readonly string[]) =>
 /** A value of some JSON type, usually the wrong one for the field it replaces. */
 export const anyJsonValue = fc.oneof(fc.integer(), fc.boolean(), fc.constant(null), text(6), fc.array(fc.integer(), { maxLength: 2 }), fc.constant({}), fc.constant({ x: 1 }), fc.constantFrom(...STATUSES), fc.double());
 
-export type Mutation =
+type Mutation =
   | { kind: 'none' }
   | { kind: 'delete'; path: string }
   | { kind: 'replace'; path: string; value: unknown }

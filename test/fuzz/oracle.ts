@@ -10,7 +10,7 @@
  * (1e400 parses to Infinity, which JSON carries into the queue as null).
  */
 
-export const MAX_DEPTH = 32;
+const MAX_DEPTH = 32;
 const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
 export const STATUSES = ['draft', 'submitted', 'discarded'] as const;
 
@@ -30,7 +30,7 @@ export function keyIsValid(k: string): boolean {
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /** Well-formed UTF-16 (no lone surrogate): what UTF-8, hence BSON, can carry unchanged. */
-export function stringIsStorable(s: string): boolean {
+function stringIsStorable(s: string): boolean {
   return !LONE_SURROGATE.test(s);
 }
 

@@ -53,6 +53,10 @@ export interface ManagedServer {
   stop(): Promise<void>;
   /** SIGKILL and wait. */
   kill(): Promise<void>;
+  /** SIGSTOP: connections stay open and every request hangs until {@link resume}. */
+  pause(): void;
+  /** SIGCONT after {@link pause}. */
+  resume(): void;
   /** Stops it and removes its data. */
   destroy(): Promise<void>;
   /** Stops it, removes its data and starts an empty one on the same port (a new, blank server). */
@@ -83,6 +87,8 @@ function managed(port: number, url: string, dir: string, launch: () => ChildProc
     start,
     stop: () => signal('SIGTERM'),
     kill: () => signal('SIGKILL'),
+    pause: () => child?.kill('SIGSTOP'),
+    resume: () => child?.kill('SIGCONT'),
     async destroy() {
       await signal('SIGTERM');
       rmSync(dir, { recursive: true, force: true });

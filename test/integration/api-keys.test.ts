@@ -144,7 +144,9 @@ describe('API keys in MongoDB', () => {
     before(async () => {
       storedAdmin = (await admin.create({ name: 'stored-admin', admin: true })).secret;
       storedPlain = (await admin.create({ name: 'stored-plain' })).secret;
+      // A refresh may run between the two inserts: wait until both keys are loaded (401 = unknown).
       await eventually(async () => ((await get('/admin/dead-letters', storedAdmin)).status === 200 ? true : undefined), 10_000, 'stored admin key loaded');
+      await eventually(async () => ((await get('/admin/dead-letters', storedPlain)).status === 403 ? true : undefined), 10_000, 'stored plain key loaded');
     });
 
     it('admin endpoints: 200 for admin keys (ADMIN_API_KEY_NAMES or stored with --admin), 403 forbidden for others, 401 without a key', async () => {

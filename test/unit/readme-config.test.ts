@@ -1,13 +1,22 @@
 import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
+import { renderConfigTable, spliceConfigTable } from '../../scripts/config-docs.js';
 import { CONFIG_VARIABLES } from '../../shared/config.js';
 
-describe('README configuration table', () => {
+describe('README configuration table (scripts/config-docs.ts)', () => {
   const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-  const rows = new Set(readme.split('\n').filter((l) => l.startsWith('| `')).map((l) => /^\| `([A-Z0-9_]+)`/.exec(l)?.[1]));
-  for (const name of CONFIG_VARIABLES) {
-    it(`documents ${name}`, () => {
-      expect(rows.has(name), `${name} has no row in README.md's configuration table`).to.equal(true);
-    });
-  }
+
+  it('is the table generated from shared/config.ts (run `npm run docs:config` after changing a setting)', () => {
+    expect(spliceConfigTable(readme, renderConfigTable())).to.equal(readme);
+  });
+
+  it('has one row per variable, each with a type, a default or –, and a meaning', () => {
+    const rows = renderConfigTable().split('\n').slice(2);
+    expect(rows.map((row) => /^\| `([A-Z0-9_]+)` \|/.exec(row)?.[1])).to.deep.equal([...CONFIG_VARIABLES]);
+    for (const row of rows) expect(row.split(/(?<!\\)\|/).slice(1, -1).every((c) => c.trim() !== ''), row).to.equal(true);
+  });
+
+  it('refuses a README without the markers', () => {
+    expect(() => spliceConfigTable('# no table here\n', renderConfigTable())).to.throw(/config-table:start/);
+  });
 });
