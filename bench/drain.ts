@@ -185,6 +185,8 @@ const median = (xs: readonly number[]) => {
   const m = Math.floor(s.length / 2);
   return s.length === 0 ? Number.NaN : s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 };
+/** Ratios: two decimals, or two significant digits when far below 1. */
+const fmtRatio = (x: number) => (Number.isFinite(x) ? (x < 0.1 ? x.toPrecision(2) : x.toFixed(2)) : '–');
 const fmt = (x: number, digits = 0) => (Number.isFinite(x) ? x.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '–');
 
 interface Monitor {
@@ -443,10 +445,10 @@ function render(final: boolean): string {
   lines.push(`- Drain timing: from the worker's start (all jobs already queued, store prepared) to the last job completed; then the store is checked (counts, and the final \`seq\` of every response touched).`);
   lines.push('');
   lines.push('| | median | per round | target |', '|---|---|---|---|');
-  lines.push(`| usual (10% updates): drain / raw | ${fmt(median(usualRatios), 2)}× | ${usualRatios.map((x) => fmt(x, 2)).join(', ')} | ${verdict(median(usualRatios), 0.8)} |`);
-  lines.push(`| annotation-heavy (50% updates): drain / raw | ${fmt(median(heavyRatios), 2)}× | ${heavyRatios.map((x) => fmt(x, 2)).join(', ')} | ${verdict(median(heavyRatios), 0.8)} |`);
-  lines.push(`| usual drain / plain insertMany of as many documents | ${fmt(median(plainRatios), 2)}× | ${plainRatios.map((x) => fmt(x, 2)).join(', ')} | |`);
-  lines.push(`| usual drain, ${fmt(SEED_DOCS)}-doc store / ${fmt(BASE_DOCS)}-doc store | ${fmt(median(bigRatios), 2)}× | ${bigRatios.map((x) => fmt(x, 2)).join(', ')} | ${verdict(median(bigRatios), 0.8)} |`);
+  lines.push(`| usual (10% updates): drain / raw | ${fmtRatio(median(usualRatios))}× | ${usualRatios.map(fmtRatio).join(', ')} | ${verdict(median(usualRatios), 0.8)} |`);
+  lines.push(`| annotation-heavy (50% updates): drain / raw | ${fmtRatio(median(heavyRatios))}× | ${heavyRatios.map(fmtRatio).join(', ')} | ${verdict(median(heavyRatios), 0.8)} |`);
+  lines.push(`| usual drain / plain insertMany of as many documents | ${fmtRatio(median(plainRatios))}× | ${plainRatios.map(fmtRatio).join(', ')} | |`);
+  lines.push(`| usual drain, ${fmt(SEED_DOCS)}-doc store / ${fmt(BASE_DOCS)}-doc store | ${fmtRatio(median(bigRatios))}× | ${bigRatios.map(fmtRatio).join(', ')} | ${verdict(median(bigRatios), 0.8)} |`);
   lines.push('');
   lines.push('| round | pass | seconds | writes/s | store commands | commands / write | check |', '|---|---|---|---|---|---|---|');
   for (const row of rounds) {
