@@ -13,7 +13,7 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Queue, Worker } from 'bullmq';
-import { MongoClient, type AnyBulkWriteOperation, type CommandStartedEvent, type Db } from 'mongodb';
+import { MongoClient, type AnyBulkWriteOperation, type CommandFailedEvent, type CommandStartedEvent, type CommandSucceededEvent, type Db } from 'mongodb';
 import { loadConfig, type Config } from '../shared/config.js';
 import { createDeadLetterStore } from '../shared/dead-letters.js';
 import { createIdMinter } from '../shared/ids.js';
@@ -193,21 +193,31 @@ interface Monitor {
   readonly client: MongoClient;
   /** Commands started since the last reset, by name. */
   take(): Map<string, number>;
+  /** Seconds the store spent answering, by command name, since the last take() (summed over concurrent commands). */
+  lastSeconds(): Map<string, number>;
 }
 
 /** A client with the worker's options (shared/mongo.ts createMongo) that counts the commands it sends. */
 async function monitoredClient(url: string): Promise<Monitor> {
   const client = new MongoClient(url, { ...mongoClientOptions(), retryWrites: false, serverSelectionTimeoutMS: 5000, socketTimeoutMS: 120_000, appName: 'bench-drain', monitorCommands: true });
   let counts = new Map<string, number>();
+  let seconds = new Map<string, number>();
+  let taken = new Map<string, number>();
   client.on('commandStarted', (e: CommandStartedEvent) => counts.set(e.commandName, (counts.get(e.commandName) ?? 0) + 1));
+  const ended = (e: CommandSucceededEvent | CommandFailedEvent) => seconds.set(e.commandName, (seconds.get(e.commandName) ?? 0) + e.duration / 1000);
+  client.on('commandSucceeded', ended);
+  client.on('commandFailed', ended);
   await client.connect();
   return {
     client,
     take() {
       const c = counts;
       counts = new Map();
+      taken = seconds;
+      seconds = new Map();
       return c;
     },
+    lastSeconds: () => taken,
   };
 }
 
@@ -232,6 +242,8 @@ interface DrainResult {
   readonly seconds: number;
   readonly rate: number;
   readonly commands: Map<string, number>;
+  /** Store seconds by command name (summed over concurrent commands). */
+  readonly storeSeconds: Map<string, number>;
   readonly summary: JobSummary;
   readonly failedAttempts: number;
   readonly verified: string;
@@ -300,6 +312,7 @@ async function drain(redisUrl: string, mon: Monitor, dbName: string, burst: Burs
   await allDone;
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const commands = mon.take();
+  const storeSeconds = mon.lastSeconds();
   const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'failed');
   await worker.close();
   writer.close();
@@ -309,7 +322,7 @@ async function drain(redisUrl: string, mon: Monitor, dbName: string, burst: Burs
   await producer.quit();
   const verified = await verify(db, seed, burst);
   const left = Object.values(counts).reduce((a, b) => a + b, 0);
-  return { seconds, rate: burst.writes.length / seconds, commands, summary, failedAttempts, verified: left === 0 ? verified : `${verified}; queue still holds ${JSON.stringify(counts)}` };
+  return { seconds, rate: burst.writes.length / seconds, commands, storeSeconds, summary, failedAttempts, verified: left === 0 ? verified : `${verified}; queue still holds ${JSON.stringify(counts)}` };
 }
 
 /** Counts in the store, and every response touched holds the expected final seq. */
@@ -469,7 +482,7 @@ function render(final: boolean): string {
   lines.push('Store commands by name (drain passes, last round):', '');
   const last = rounds[rounds.length - 1];
   for (const [name, x] of [['usual', last?.usual], ['heavy', last?.heavy], ['usual, large store', last?.big]] as const) {
-    if (x) lines.push(`- ${name}: ${countsText(x.commands)}`);
+    if (x) lines.push(`- ${name}: ${countsText(x.commands)}; store seconds by command (summed over concurrent commands): ${[...x.storeSeconds.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${fmt(v, 1)}`).join(', ')}`);
   }
   lines.push('');
   return lines.join('\n');
