@@ -64,17 +64,28 @@ const RAW_INSERT_BATCH = 500;
 const RAW_UPDATE_CHUNK = 10;
 const DATASET = 'bench-drain';
 
-// ---- the store: one function to switch (FerretDB on PostgreSQL comes from another branch) ----
+// ---- the store: FerretDB on PostgreSQL with the GIN setup (what npm start runs); BENCH_STORE=sqlite ----
 
 interface Store {
   readonly backend: string;
   readonly url: string;
+  /** The stand-in's setup step for a database (collections and GIN indexes), before it is written. */
+  prepare(database: string): Promise<void>;
   stop(): Promise<void>;
 }
 
 async function startStore(): Promise<Store> {
-  const server: ManagedServer = await startFerretDb();
-  return { backend: 'FerretDB v1.24.2 on SQLite (private server, test/helpers/services.ts startFerretDb)', url: server.url, stop: () => server.destroy() };
+  if (process.env['BENCH_STORE'] === 'sqlite') {
+    const server: ManagedServer = await startFerretDb();
+    return { backend: 'FerretDB v1.24.2 on SQLite (private server, test/helpers/services.ts startFerretDb)', url: server.url, prepare: async () => undefined, stop: () => server.destroy() };
+  }
+  const server = await startFerretDb({ backend: 'postgresql' });
+  return {
+    backend: 'FerretDB v1.24.2 on PostgreSQL 15 with GIN indexes on the filtered fields (private cluster, scripts/ferretdb-pg-setup.ts)',
+    url: server.url,
+    prepare: async (database) => void (await server.setupDatabase(database)),
+    stop: () => server.destroy(),
+  };
 }
 
 // ---- writes, built as the API builds them -----------------------------------------------------
@@ -511,6 +522,7 @@ async function main(): Promise<void> {
     let big: Seed | undefined;
     if (BIG) {
       big = buildSeed(SEED_DOCS);
+      await store.prepare('drain_big');
       const seconds = await seedDb(mon.client.db('drain_big'), big);
       bigSeedText = `seeding took ${fmt(seconds, 1)} s, ${fmt(SEED_DOCS / seconds)} docs/s`;
       log(`large store: ${bigSeedText}`);
@@ -518,6 +530,7 @@ async function main(): Promise<void> {
     let n = 0;
     const fresh = async () => {
       const name = `drain_${n++}`;
+      await store.prepare(name);
       await seedDb(mon.client.db(name), base);
       return name;
     };
