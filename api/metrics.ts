@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export interface ApiMetrics {
@@ -11,6 +12,8 @@ export interface ApiMetrics {
   readonly rateLimitFailOpen: Counter;
   /** Jobs of the write queue by state, read from Redis when /metrics is scraped (see {@link watchQueueDepth}). */
   readonly queueJobs: Gauge<'state'>;
+  /** Seconds the event loop spent idle and active since start (performance.eventLoopUtilization), read at scrape time. */
+  readonly eventLoop: Gauge<'state'>;
 }
 
 /** Queue states reported by `feedback_api_queue_jobs`: what an autoscaler of workers watches. */
@@ -29,6 +32,17 @@ export function createApiMetrics(options: { defaultMetrics: boolean }): ApiMetri
     rejected: new Counter({ name: 'feedback_api_rejected_total', help: 'Requests answered with an error, by error code.', labelNames: ['code'], registers: [registry] }),
     backlogJobs: new Gauge({ name: 'feedback_api_backlog_jobs', help: 'Waiting + delayed jobs at the last poll.', registers: [registry] }),
     queueJobs: new Gauge({ name: 'feedback_api_queue_jobs', help: 'Jobs of the write queue by state (waiting, active, delayed, prioritized, failed), read at scrape time; each job carries up to BATCH_MAX_ITEMS writes.', labelNames: ['state'], registers: [registry] }),
+    eventLoop: new Gauge({
+      name: 'feedback_api_event_loop_seconds',
+      help: 'Seconds the event loop was idle or active (running code) since the process started; the utilisation over an interval is Δactive / (Δactive + Δidle).',
+      labelNames: ['state'],
+      registers: [registry],
+      collect() {
+        const { idle, active } = performance.eventLoopUtilization();
+        this.set({ state: 'idle' }, idle / 1000);
+        this.set({ state: 'active' }, active / 1000);
+      },
+    }),
     rateLimitFailOpen: new Counter({ name: 'feedback_api_rate_limit_fail_open_total', help: 'Write requests let through unchecked because Redis did not answer the rate-limit check.', registers: [registry] }),
   };
 }

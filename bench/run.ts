@@ -11,6 +11,7 @@ import ts from 'typescript';
 import { loadConfig } from '../shared/config.js';
 import { runLoad } from './lib/load.js';
 import { parseArgs } from './lib/options.js';
+import { hasWrk, runWrk } from './lib/wrk.js';
 import { killAllSync, spawnProc, stopAll, type Proc } from './lib/procs.js';
 import { fmt, renderMarkdown, renderSvg, roundRatios, summarize } from './lib/report.js';
 import { freePort, startFerretDbServer, startRedisServer, waitForPort } from './lib/services.js';
@@ -21,18 +22,19 @@ import { runBurst } from './scenarios/burst.js';
 import { resetProject, seed } from './scenarios/seed.js';
 
 /**
- * bench/baselines/server.ts with its types stripped, in .cache/bench/: the comparison servers run
- * as plain JavaScript like the project's compiled dist/ (type-checking is `npm run typecheck`'s job).
+ * A TypeScript server of bench/ (baselines/, peers/) with its types stripped, in .cache/bench/:
+ * the comparison servers run as plain JavaScript like the project's compiled dist/
+ * (type-checking is `npm run typecheck`'s job).
  */
-function transpileBaselineServer(): string {
-  const source = readFileSync(join(ROOT, 'bench', 'baselines', 'server.ts'), 'utf8');
+function transpileServer(rel: string): string {
+  const source = readFileSync(join(ROOT, 'bench', rel), 'utf8');
   const out = ts.transpileModule(source, {
-    fileName: 'server.ts',
+    fileName: rel,
     compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022, verbatimModuleSyntax: true },
   });
   const dir = join(ROOT, '.cache', 'bench');
   mkdirSync(dir, { recursive: true });
-  const file = join(dir, 'baseline-server.mjs');
+  const file = join(dir, `${rel.replace(/[/.]/g, '-')}.mjs`);
   writeFileSync(file, out.outputText);
   return file;
 }
@@ -49,6 +51,7 @@ async function main(): Promise<void> {
   for (const f of ['dist/api/main.js', 'dist/worker/main.js', 'dist/api/app.js']) {
     if (!existsSync(join(ROOT, f))) throw new Error(`${f} is missing: run "npm run build" first (scripts/bench.sh does)`);
   }
+  if (opts.loadgen === 'wrk' && !(await hasWrk())) throw new Error('wrk is missing: apt-get install wrk (scripts/bench.sh installs it), or pass --loadgen autocannon');
   const tmpDir = join(opts.outDir, 'tmp');
   mkdirSync(tmpDir, { recursive: true });
   const stamp = STARTED.toISOString().replace(/:/g, '-').replace(/\.\d+Z$/, 'Z');
@@ -58,7 +61,7 @@ async function main(): Promise<void> {
   const want = new Set(opts.designs);
   const [redis, ferret, ferretDirect] = await Promise.all([startRedisServer(ROOT), startFerretDbServer(ROOT), want.has('direct') ? startFerretDbServer(ROOT) : undefined]);
   const apiKey = `bench-${randomBytes(12).toString('hex')}`;
-  const ports = { web: await freePort(), worker: await freePort(), ceiling: await freePort(), textbook: await freePort(), direct: await freePort() };
+  const ports = { web: await freePort(), worker: await freePort(), raw_http: await freePort(), ceiling: await freePort(), textbook: await freePort(), direct: await freePort() };
   const plumbing = {
     PATH: process.env['PATH'] ?? '',
     NODE_ENV: 'production',
@@ -76,7 +79,7 @@ async function main(): Promise<void> {
   const spawnNode = (name: string, args: string[], env: Record<string, string>) =>
     spawnProc(name, process.execPath, [...nodeArgs(name), ...args], { cwd: ROOT, env, onUnexpectedExit: died, ...stdoutFile(name) });
 
-  const baselineJs = transpileBaselineServer();
+  const baselineJs = transpileServer('baselines/server.ts');
   const projectEnv = { ...opts.env, ...plumbing, QUEUE_NAME: 'bench-project' };
   const needProject = want.has('project') || want.has('project_live') || opts.burst > 0;
   const spawnWorker = (mongoUrl: string) => spawnNode('worker', ['dist/worker/main.js'], { ...projectEnv, MONGODB_URI: `${mongoUrl}/bench_project`, PORT: '0', WORKER_METRICS_PORT: String(ports.worker) });
@@ -84,7 +87,8 @@ async function main(): Promise<void> {
     web: needProject ? spawnNode('web', ['dist/api/main.js'], { ...projectEnv, MONGODB_URI: `${ferret.url}/bench_project`, PORT: String(ports.web) }) : undefined,
     worker: needProject ? spawnWorker(ferret.url) : undefined,
     ceiling: want.has('ceiling') ? spawnNode('ceiling', [baselineJs], { ...opts.env, ...plumbing, BENCH_DESIGN: 'ceiling', PORT: String(ports.ceiling), MONGODB_URI: `${ferret.url}/bench_unused` }) : undefined,
-    textbook: want.has('textbook') ? spawnNode('textbook', [baselineJs], { ...opts.env, ...plumbing, BENCH_DESIGN: 'textbook', PORT: String(ports.textbook), QUEUE_NAME: 'bench-textbook', MONGODB_URI: `${ferret.url}/bench_unused` }) : undefined,
+    raw_http: want.has('raw_http') ? spawnNode('raw_http', [transpileServer('peers/raw-http.ts')], { ...plumbing, PORT: String(ports.raw_http) }) : undefined,
+    textbook: want.has('textbook') ? spawnNode('textbook', [transpileServer('peers/textbook.ts')], { ...plumbing, PORT: String(ports.textbook), QUEUE_NAME: 'bench-textbook' }) : undefined,
     direct: want.has('direct') ? spawnNode('direct', [baselineJs], { ...opts.env, ...plumbing, BENCH_DESIGN: 'direct', PORT: String(ports.direct), MONGODB_URI: `${(ferretDirect ?? ferret).url}/bench_direct` }) : undefined,
   };
   for (const [name, p] of Object.entries(procs)) {
@@ -183,7 +187,12 @@ async function main(): Promise<void> {
       progress(`warm-up: ${opts.warmupS} s per design (not recorded)`);
       for (const d of opts.designs) {
         checkFatal();
-        const run = runLoad({ url: `http://127.0.0.1:${ports[serverOf[d]]}`, connections: opts.connections, requests: mixFor(ctx, 'bench_warmup').requests, durationS: opts.warmupS, maxS: opts.warmupS + 30 });
+        const url = `http://127.0.0.1:${ports[serverOf[d]]}`;
+        const mix = mixFor(ctx, 'bench_warmup');
+        const run =
+          opts.loadgen === 'wrk'
+            ? runWrk({ url, connections: opts.connections, headers: mix.headers, requests: mix.fixed, durationS: opts.warmupS })
+            : runLoad({ url, connections: opts.connections, requests: mix.requests, durationS: opts.warmupS, maxS: opts.warmupS + 30 });
         await run.done;
         if (d === 'textbook') await textbookQueue.obliterate({ force: true });
         if ((d === 'project' || d === 'project_live') && !(await drainWithin(ctx, opts.drainS))) await resetProject(ctx);
@@ -199,6 +208,7 @@ async function main(): Promise<void> {
         checkFatal();
         await sleep(500);
         switch (d) {
+          case 'raw_http':
           case 'ceiling':
           case 'direct':
             await runCeilingOrDirect(ctx, d, round, r);
@@ -249,8 +259,10 @@ async function main(): Promise<void> {
 }
 
 const NOTES = [
-  'Accepted req/s counts 2xx answers per second of load (autocannon); latencies are autocannon\'s (all answers). Every design runs the same Koa app (auth, JSON body, valibot validation, id minting, request log), built with the project\'s createApp from dist/; only the Enqueuer differs.',
-  '(d) "worker paused": the project\'s API alone (its BullMQ queue paused), as the ceiling (a) and textbook (b) have no worker competing for the same 2 cores; in production API and worker are separate dynos. "(d) + worker" runs the same load while the worker drains on the same cores.',
+  'Accepted req/s counts 2xx answers per second of load; latencies are the load generator\'s (all answers). The timed rounds are driven by wrk (C, one thread, a Lua script handing out 3,000 distinct bodies in turn), whose own CPU is the "load gen" column; bursts and seeding use autocannon (they need a fixed number of requests).',
+  '(r) and (b) are peers outside the project\'s code (bench/peers/): what one Node process can parse and answer with node:http alone, and the API a team would write in an afternoon (Koa, @koa/router, koa-bodyparser, a shape check, one queue.add per request). (a) and (c) run the project\'s own createApp (auth, body parsing, valibot validation, id minting, request log) with another Enqueuer: answering without writing, and one MongoDB write per request (bench/baselines/server.ts).',
+  '(d) "worker paused": the project\'s API alone (its BullMQ queue paused), as the peers have no worker competing for the same 2 cores; in production API and worker are separate dynos. "(d) + worker" runs the same load while the worker drains on the same cores.',
+  'Server ELU: event-loop utilisation of the server process over the run (performance.eventLoopUtilization: the share of wall time the loop was running code rather than waiting). Below 1 with a saturated load generator means requests wait on something other than this core (here: Redis acknowledgements).',
   'Worker store rate: the writes queued by the paused run, drained by the worker alone (from resume until the queue is empty). Raw insertMany: the same documents (record + response per write, in batches of the mean job size, as many at a time as WORKER_CONCURRENCY) written by a bare client into collections with the same indexes, right after, in the same round.',
   'Redis bytes per queued write: growth of used_memory while the paused run\'s writes wait in the queue, divided by the writes the API answered 200 for; compared with the mean JSON body of the mix.',
   'End-to-end lag: the worker\'s feedback_worker_lag_seconds histogram over the "(d) + worker" run and its drain (interpolated inside buckets).',

@@ -8,6 +8,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 ensure_node_modules
 ensure_redis_binary
+ensure_wrk
 FERRETDB_BIN="$(ensure_ferretdb)"
 export FERRETDB_BIN
 echo "building (tsc)…" >&2

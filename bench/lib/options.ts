@@ -23,6 +23,7 @@ export interface Options {
   maxMinutes: number;
   quick: boolean;
   designs: Design[];
+  loadgen: 'wrk' | 'autocannon';
 }
 
 export const HELP = `usage: npm run bench -- [options]
@@ -41,6 +42,8 @@ export const HELP = `usage: npm run bench -- [options]
                           is not stored by then is thrown away (worker restarted, queue emptied)
   --burst-drain S         the same after each burst, from its last answer (default 120)
   --designs a,b           subset of ${DESIGNS.join(',')}
+  --loadgen G             wrk (default: C, one thread, leaves the server the cores) or autocannon
+                          for the timed rounds; bursts and seeding always use autocannon
   --env KEY=VALUE         environment for the project's web and worker processes (repeatable),
                           e.g. --env BATCH_MAX_IN_FLIGHT=4 --env WORKER_CONCURRENCY=8
   --log-level L           LOG_LEVEL of every server (default info; logs go to /dev/null)
@@ -72,6 +75,7 @@ export function parseArgs(argv: readonly string[]): Options {
     maxMinutes: 20,
     quick,
     designs: [...DESIGNS],
+    loadgen: 'wrk',
   };
   const num = (flag: string, v: string | undefined, min: number, max: number): number => {
     const n = Number(v);
@@ -129,6 +133,12 @@ export function parseArgs(argv: readonly string[]): Options {
         const eq = kv.indexOf('=');
         if (eq <= 0) throw new Error('--env needs KEY=VALUE');
         o.env[kv.slice(0, eq)] = kv.slice(eq + 1);
+        break;
+      }
+      case '--loadgen': {
+        const g = next();
+        if (g !== 'wrk' && g !== 'autocannon') throw new Error('--loadgen must be wrk or autocannon');
+        o.loadgen = g;
         break;
       }
       case '--log-level':

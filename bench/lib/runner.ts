@@ -11,7 +11,8 @@ import type { RecordWrite } from '../../shared/schemas.js';
 import { createFeedbackWriter } from '../../worker/writer.js';
 import { buildMix, runLoad, type LoadResult, type LoadRun, type Mix } from './load.js';
 import type { Options } from './options.js';
-import { cpuSeconds, machineCpu, type Proc } from './procs.js';
+import { cpuSeconds, cpuSecondsWithChildren, machineCpu, type Proc } from './procs.js';
+import { runWrk } from './wrk.js';
 import { scrape, sumOf, type Scrape } from './prom.js';
 import { fmt } from './report.js';
 import type { Service } from './services.js';
@@ -60,10 +61,10 @@ export interface Ctx {
   ferret: Service;
   /** The direct design's store, a FerretDB of its own. */
   readonly ferretDirect: Service | undefined;
-  readonly procs: Record<'web' | 'worker' | 'ceiling' | 'textbook' | 'direct', Proc | undefined>;
+  readonly procs: Record<Server | 'worker', Proc | undefined>;
   /** Starts the worker process against the store at `mongoUrl`. */
   readonly spawnWorker: (mongoUrl: string) => Proc;
-  readonly ports: Readonly<Record<'web' | 'worker' | 'ceiling' | 'textbook' | 'direct', number>>;
+  readonly ports: Readonly<Record<Server | 'worker', number>>;
   readonly apiKey: string;
   readonly redisClient: Redis;
   readonly projectQueue: Queue;
@@ -76,7 +77,14 @@ export interface Ctx {
   sampleWrite: RecordWrite | undefined;
 }
 
-export const serverOf: Record<Design, 'web' | 'ceiling' | 'textbook' | 'direct'> = {
+/** The server processes a design runs on. */
+export type Server = 'web' | 'raw_http' | 'ceiling' | 'textbook' | 'direct';
+
+/** Peers outside the project's code: no /metrics, so their 200s are wrk's and their ELU comes from `GET /elu`. */
+const PEERS: ReadonlySet<Server> = new Set(['raw_http', 'textbook']);
+
+export const serverOf: Record<Design, Server> = {
+  raw_http: 'raw_http',
   ceiling: 'ceiling',
   textbook: 'textbook',
   direct: 'direct',
@@ -100,6 +108,7 @@ export async function usedMemory(redis: Redis): Promise<number> {
 }
 
 export async function server200s(ctx: Ctx, design: Design): Promise<number> {
+  if (PEERS.has(serverOf[design])) return Number.NaN;
   const s = await scrape(`http://127.0.0.1:${ctx.ports[serverOf[design]]}/metrics`);
   return sumOf(s, 'feedback_api_http_requests_total', { method: 'POST', status: '200' });
 }
@@ -115,14 +124,14 @@ export interface CpuSnap {
 }
 
 export function cpuSnap(ctx: Ctx): CpuSnap {
-  const per: Record<string, number> = { redis: cpuSeconds(ctx.redis.proc.pid), ferretdb: cpuSeconds(ctx.ferret.proc.pid), loadgen: cpuSeconds(process.pid) };
+  const per: Record<string, number> = { redis: cpuSeconds(ctx.redis.proc.pid), ferretdb: cpuSeconds(ctx.ferret.proc.pid), loadgen: cpuSecondsWithChildren(process.pid) };
   if (ctx.ferretDirect !== undefined) per['ferretdb_direct'] = cpuSeconds(ctx.ferretDirect.proc.pid);
   for (const [name, p] of Object.entries(ctx.procs)) if (p !== undefined) per[name] = cpuSeconds(p.pid);
   return { per, machine: machineCpu() };
 }
 
 /** CPU µs per unit of work by role (`server` is the process under test), and the foreign share of the machine, %. */
-export function cpuDiff(a: CpuSnap, b: CpuSnap, serverName: string, units: number, storeName = 'ferretdb'): { perUnit: CpuPerRequest; foreignPct: number } {
+export function cpuDiff(a: CpuSnap, b: CpuSnap, serverName: string, units: number, storeName = 'ferretdb'): { perUnit: CpuPerRequest; foreignPct: number; loadgenPct: number } {
   const d: Record<string, number> = {};
   let ours = 0;
   for (const k of Object.keys(b.per)) {
@@ -138,7 +147,20 @@ export function cpuDiff(a: CpuSnap, b: CpuSnap, serverName: string, units: numbe
   perUnit['loadgen'] = us(d['loadgen']);
   const busy = b.machine.busy - a.machine.busy;
   const total = b.machine.total - a.machine.total;
-  return { perUnit, foreignPct: total > 0 ? (Math.max(0, busy - ours) / total) * 100 : Number.NaN };
+  return { perUnit, foreignPct: total > 0 ? (Math.max(0, busy - ours) / total) * 100 : Number.NaN, loadgenPct: total > 0 ? ((d['loadgen'] ?? 0) / total) * 100 : Number.NaN };
+}
+
+/** Cumulative event-loop idle and active ms of the server under test (performance.eventLoopUtilization). */
+async function eluOf(ctx: Ctx, design: Design): Promise<{ idle: number; active: number }> {
+  const server = serverOf[design];
+  const base = `http://127.0.0.1:${ctx.ports[server]}`;
+  try {
+    if (PEERS.has(server)) return (await (await fetch(`${base}/elu`, { signal: AbortSignal.timeout(5_000) })).json()) as { idle: number; active: number };
+    const s = await scrape(`${base}/metrics`);
+    return { idle: sumOf(s, 'feedback_api_event_loop_seconds', { state: 'idle' }) * 1000, active: sumOf(s, 'feedback_api_event_loop_seconds', { state: 'active' }) * 1000 };
+  } catch {
+    return { idle: Number.NaN, active: Number.NaN };
+  }
 }
 
 export function mixFor(ctx: Ctx, datasetId: string, responseShare = ctx.opts.responseShare): Mix {
@@ -150,13 +172,22 @@ export async function measure(ctx: Ctx, design: Design, round: number, durationS
   checkFatal();
   const mix = mixFor(ctx, `bench_r${round}_${design}`);
   const s0 = await server200s(ctx, design);
+  const e0 = await eluOf(ctx, design);
   const c0 = cpuSnap(ctx);
-  const run = runLoad({ url: `http://127.0.0.1:${ctx.ports[serverOf[design]]}`, connections: ctx.opts.connections, requests: mix.requests, durationS, maxS: durationS + 30 });
+  const url = `http://127.0.0.1:${ctx.ports[serverOf[design]]}`;
+  const run =
+    ctx.opts.loadgen === 'wrk'
+      ? runWrk({ url, connections: ctx.opts.connections, headers: mix.headers, requests: mix.fixed, durationS })
+      : runLoad({ url, connections: ctx.opts.connections, requests: mix.requests, durationS, maxS: durationS + 30 });
   const sampling = during?.(run);
   const load = await run.done;
   const c1 = cpuSnap(ctx);
+  const e1 = await eluOf(ctx, design);
   await sampling;
-  const serverOk = (await server200s(ctx, design)) - s0;
+  const counted = (await server200s(ctx, design)) - s0;
+  // A peer counts nothing itself: its 200s are the load generator's.
+  const serverOk = Number.isNaN(counted) ? load.ok : counted;
+  const elu = (e1.active - e0.active) / (e1.active - e0.active + e1.idle - e0.idle);
   const cpu = cpuDiff(c0, c1, serverOf[design], serverOk, design === 'direct' ? 'ferretdb_direct' : 'ferretdb');
   const summary: RunSummary = {
     design,
@@ -171,12 +202,14 @@ export async function measure(ctx: Ctx, design: Design, round: number, durationS
     timeouts: load.timeouts,
     latencyMs: load.latencyMs,
     cpuUsPerRequest: cpu.perUnit,
+    elu,
+    loadgenCpuPct: cpu.loadgenPct,
     foreignCpuPct: cpu.foreignPct,
   };
   const bad = Object.entries(load.statusCodes).filter(([c]) => !c.startsWith('2'));
   progress(
     `  ${design.padEnd(12)} ${fmt(load.rps).padStart(7)} req/s  p50 ${load.latencyMs.p50.toFixed(1)} ms  p99 ${load.latencyMs.p99.toFixed(1)} ms  max ${load.latencyMs.max.toFixed(0)} ms` +
-      `  server ${fmt(cpu.perUnit['server'])} µs/req  redis ${fmt(cpu.perUnit['redis'])}  ferretdb ${fmt(cpu.perUnit['ferretdb'])}  worker ${fmt(cpu.perUnit['worker'])}  loadgen ${fmt(cpu.perUnit['loadgen'])}  foreign ${fmt(cpu.foreignPct)}%` +
+      `  server ${fmt(cpu.perUnit['server'])} µs/req  redis ${fmt(cpu.perUnit['redis'])}  ferretdb ${fmt(cpu.perUnit['ferretdb'])}  worker ${fmt(cpu.perUnit['worker'])}  loadgen ${fmt(cpu.perUnit['loadgen'])} (${fmt(cpu.loadgenPct)}% of the machine)  ELU ${fmt(elu, 2)}  foreign ${fmt(cpu.foreignPct)}%` +
       (bad.length > 0 || load.errors > 0 ? `  NON-2XX ${JSON.stringify(Object.fromEntries(bad))} errors ${load.errors}` : ''),
   );
   return { summary, load, mix };
@@ -190,7 +223,7 @@ export async function jobJsonBytesPerWrite(queue: Queue): Promise<number> {
   for (const j of jobs) {
     const data = j.data as { writes?: unknown[]; n?: number };
     bytes += Buffer.byteLength(JSON.stringify(j.data));
-    writes += data.writes?.length ?? data.n ?? 0; // plain (v1) or deflated (v2) job
+    writes += data.writes?.length ?? data.n ?? 1; // plain (v1) or deflated (v2) job; the textbook peer's job holds one write
   }
   return writes > 0 ? bytes / writes : Number.NaN;
 }

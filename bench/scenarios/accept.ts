@@ -12,7 +12,7 @@ import { drainPaused, rawInsertMany } from './drain.js';
 import { storeProbe } from './store-probe.js';
 import { resetProject } from './seed.js';
 
-export async function runCeilingOrDirect(ctx: Ctx, design: 'ceiling' | 'direct', round: number, r: Round): Promise<void> {
+export async function runCeilingOrDirect(ctx: Ctx, design: 'raw_http' | 'ceiling' | 'direct', round: number, r: Round): Promise<void> {
   r.runs[design] = (await measure(ctx, design, round, ctx.opts.durationS)).summary;
 }
 
