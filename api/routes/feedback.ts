@@ -116,12 +116,12 @@ async function accept(
 
 export function postFeedbackRecord(deps: FeedbackRouteDeps) {
   return async (ctx: Context): Promise<void> => {
-    const body = parse(FeedbackRecordBody, ctx.request.body);
+    const body = parse(FeedbackRecordBody, ctx.state['body']);
     const key = ctx.state['apiKey'] as AuthenticatedKey;
     if (!mayWriteDataset(key, body.record.feedback_dataset_id)) {
       throw new AppError('forbidden', `this API key may not write to the dataset ${JSON.stringify(body.record.feedback_dataset_id)}`);
     }
-    await accept(ctx, deps, 'feedback-record', ctx.request.body, (seed) => {
+    await accept(ctx, deps, 'feedback-record', ctx.state['body'], (seed) => {
       const datasetId = body.record.feedback_dataset_id;
       const recordId = seed === undefined ? deps.ids.newRecordId(datasetId) : deps.ids.recordIdFromSeed(seed, datasetId);
       const userId = body.response.user_id ?? key.name;
@@ -143,7 +143,7 @@ export function postFeedbackRecord(deps: FeedbackRouteDeps) {
 
 export function postFeedbackResponse(deps: FeedbackRouteDeps) {
   return async (ctx: Context): Promise<void> => {
-    const body = parse(FeedbackResponseBody, ctx.request.body);
+    const body = parse(FeedbackResponseBody, ctx.state['body']);
     const key = ctx.state['apiKey'] as AuthenticatedKey;
     if (!deps.ids.isMintedRecordId(body.feedback_record_id)) {
       throw new AppError('record_not_found', 'no record has this feedback_record_id');
@@ -153,7 +153,7 @@ export function postFeedbackResponse(deps: FeedbackRouteDeps) {
     if (key.datasets !== null && !key.datasets.some((d) => deps.ids.datasetMatches(body.feedback_record_id, d))) {
       throw new AppError('forbidden', 'this API key may not write to the dataset of this record');
     }
-    await accept(ctx, deps, 'feedback-response', ctx.request.body, () => {
+    await accept(ctx, deps, 'feedback-response', ctx.state['body'], () => {
       const userId = body.response.user_id ?? key.name;
       const responseId = deps.ids.responseId(body.feedback_record_id, userId);
       const write: Write = {
