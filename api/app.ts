@@ -91,6 +91,8 @@ export function createApp(deps: AppDeps): Koa {
     }
     if (ctx.status === 404 && ctx.body == null) throw new AppError('not_found', `no route for ${ctx.method} ${ctx.path}`);
   });
+  app.use(router.routes());
+  // Below the router: only a request no route matched reaches the dashboard, never a write.
   if (deps.dashboardQueue !== undefined) {
     const keys = deps.keys;
     app.use(createDashboard({
@@ -101,7 +103,6 @@ export function createApp(deps: AppDeps): Koa {
       },
     }));
   }
-  app.use(router.routes());
   app.use(router.allowedMethods());
   return app;
 }
