@@ -23,6 +23,8 @@ export interface AcceptedBody {
 }
 
 export interface FeedbackRouteDeps {
+  /** The root logger: tells whether debug lines are on without making the request's child logger. */
+  readonly logger: Logger;
   readonly enqueuer: Enqueuer;
   readonly idempotency: IdempotencyStore;
   readonly ids: IdMinter;
@@ -60,7 +62,6 @@ async function accept(
   build: (seed: string | undefined) => { write: Write; answer: AcceptedBody },
 ): Promise<void> {
   const key = ctx.state['apiKey'] as AuthenticatedKey;
-  const log = ctx.state['log'] as Logger;
   const idemKey = idempotencyKey(ctx);
   if (deps.backlog.state().overloaded) {
     throw new AppError('overloaded', 'the backlog is above its ceiling; retry later', {
@@ -70,7 +71,7 @@ async function accept(
   if (idemKey === undefined) {
     const { write, answer } = build(undefined);
     const receipt = await deps.enqueuer.enqueue(write);
-    log.debug({ job_id: receipt.jobId, index: receipt.index, record_id: answer.feedback_record_id }, 'write queued');
+    if (deps.logger.isLevelEnabled('debug')) (ctx.state['log'] as Logger).debug({ job_id: receipt.jobId, index: receipt.index, record_id: answer.feedback_record_id }, 'write queued');
     ctx.body = answer;
     return;
   }
@@ -109,7 +110,7 @@ async function accept(
   // The write is queued: if keeping the replay body fails, the claim expires and a retry mints
   // the same ids (seeded), which the worker stores once.
   await deps.idempotency.complete(key.name, idemKey, fingerprint, answer).catch((err: unknown) => {
-    log.warn({ err: (err as Error).message }, 'could not keep the idempotent answer');
+    (ctx.state['log'] as Logger).warn({ err: (err as Error).message }, 'could not keep the idempotent answer');
   });
   ctx.body = answer;
 }
