@@ -43,7 +43,9 @@ async function readBody(ctx: Context, limitBytes: number): Promise<Buffer> {
  */
 export function jsonBody(options: { limitBytes: number }): Middleware[] {
   const checkType: Middleware = async (ctx, next) => {
-    if (ctx.get('Content-Type').trim() !== '') {
+    const type = ctx.get('Content-Type');
+    // What nearly every client sends needs no parsing; anything else is parsed (type-is, content-type).
+    if (type !== 'application/json' && type !== 'application/json; charset=utf-8' && type.trim() !== '') {
       if (ctx.is(JSON_TYPES) === false) {
         throw new AppError('unsupported_media_type', 'Content-Type must be application/json (or application/*+json)');
       }

@@ -2,6 +2,20 @@ import type { Middleware } from 'koa';
 import type { Logger } from '../../shared/logger.js';
 import type { ApiMetrics } from '../metrics.js';
 
+/** `ctx.state` of a request: `log`, its child logger, is made on first use. */
+class RequestState {
+  readonly #root: Logger;
+  readonly #requestId: string;
+  #log: Logger | undefined;
+  constructor(root: Logger, requestId: string) {
+    this.#root = root;
+    this.#requestId = requestId;
+  }
+  get log(): Logger {
+    return (this.#log ??= this.#root.child({ request_id: this.#requestId }));
+  }
+}
+
 /**
  * One log line and the HTTP metrics per request, after everything below it ran. `ctx.state['log']`
  * is the request's child logger (with its `request_id`), made on first use: most requests log
@@ -17,8 +31,7 @@ export function requestLog(options: { logger: Logger; metrics: ApiMetrics }): Mi
   return async (ctx, next) => {
     const started = process.hrtime.bigint();
     const requestId = ctx.state['requestId'] as string;
-    let log: Logger | undefined;
-    Object.defineProperty(ctx.state, 'log', { get: () => (log ??= logger.child({ request_id: requestId })), enumerable: true, configurable: true });
+    ctx.state = Object.assign(new RequestState(logger, requestId), ctx.state);
     try {
       await next();
     } finally {
