@@ -17,7 +17,7 @@ import { fmt, renderMarkdown, renderSvg, roundRatios, summarize } from './lib/re
 import { freePort, startFerretDbServer, startRedisServer, waitForPort } from './lib/services.js';
 import type { BenchResult, BurstResult, Round } from './lib/types.js';
 import { checkFatal, connectStore, drainWithin, mixFor, progress, ROOT, SEED_RECORDS, serverOf, setFatal, sleep, STARTED, until, type Ctx } from './lib/runner.js';
-import { runCeilingOrDirect, runProject, runProjectLive, runTextbook } from './scenarios/accept.js';
+import { runCeilingOrDirect, runProject, runProjectB, runProjectLive, runTextbook } from './scenarios/accept.js';
 import { runBurst } from './scenarios/burst.js';
 import { resetProject, seed } from './scenarios/seed.js';
 
@@ -61,7 +61,7 @@ async function main(): Promise<void> {
   const want = new Set(opts.designs);
   const [redis, ferret, ferretDirect] = await Promise.all([startRedisServer(ROOT), startFerretDbServer(ROOT), want.has('direct') ? startFerretDbServer(ROOT) : undefined]);
   const apiKey = `bench-${randomBytes(12).toString('hex')}`;
-  const ports = { web: await freePort(), worker: await freePort(), raw_http: await freePort(), ceiling: await freePort(), textbook: await freePort(), direct: await freePort() };
+  const ports = { web: await freePort(), web_b: await freePort(), worker: await freePort(), raw_http: await freePort(), ceiling: await freePort(), textbook: await freePort(), direct: await freePort() };
   const plumbing = {
     PATH: process.env['PATH'] ?? '',
     NODE_ENV: 'production',
@@ -86,6 +86,7 @@ async function main(): Promise<void> {
   const procs: Ctx['procs'] = {
     web: needProject ? spawnNode('web', ['dist/api/main.js'], { ...projectEnv, MONGODB_URI: `${ferret.url}/bench_project`, PORT: String(ports.web) }) : undefined,
     worker: needProject ? spawnWorker(ferret.url) : undefined,
+    web_b: want.has('project_b') ? spawnNode('web_b', ['dist/api/main.js'], { ...projectEnv, ...opts.ab, QUEUE_NAME: 'bench-project-b', MONGODB_URI: `${ferret.url}/bench_project_b`, PORT: String(ports.web_b) }) : undefined,
     ceiling: want.has('ceiling') ? spawnNode('ceiling', [baselineJs], { ...opts.env, ...plumbing, BENCH_DESIGN: 'ceiling', PORT: String(ports.ceiling), MONGODB_URI: `${ferret.url}/bench_unused` }) : undefined,
     raw_http: want.has('raw_http') ? spawnNode('raw_http', [transpileServer('peers/raw-http.ts')], { ...plumbing, PORT: String(ports.raw_http) }) : undefined,
     textbook: want.has('textbook') ? spawnNode('textbook', [transpileServer('peers/textbook.ts')], { ...plumbing, PORT: String(ports.textbook), QUEUE_NAME: 'bench-textbook' }) : undefined,
@@ -104,6 +105,7 @@ async function main(): Promise<void> {
   const queueConnection = { host: '127.0.0.1', port: redis.port };
   const projectQueue = new Queue('bench-project', { connection: queueConnection });
   const textbookQueue = new Queue('bench-textbook', { connection: queueConnection });
+  const projectQueueB = new Queue('bench-project-b', { connection: queueConnection });
   const { mongo, projectDb, rawDb } = await connectStore({ ferret });
   const workerConcurrency = Number(opts.env['WORKER_CONCURRENCY'] ?? loadConfig({}).workerConcurrency);
   const ctx: Ctx = {
@@ -118,6 +120,7 @@ async function main(): Promise<void> {
     redisClient,
     projectQueue,
     textbookQueue,
+    projectQueueB,
     mongo,
     projectDb,
     rawDb,
@@ -195,6 +198,7 @@ async function main(): Promise<void> {
             : runLoad({ url, connections: opts.connections, requests: mix.requests, durationS: opts.warmupS, maxS: opts.warmupS + 30 });
         await run.done;
         if (d === 'textbook') await textbookQueue.obliterate({ force: true });
+        if (d === 'project_b') await projectQueueB.obliterate({ force: true });
         if ((d === 'project' || d === 'project_live') && !(await drainWithin(ctx, opts.drainS))) await resetProject(ctx);
       }
     }
@@ -221,6 +225,9 @@ async function main(): Promise<void> {
             break;
           case 'project_live':
             await runProjectLive(ctx, round, r);
+            break;
+          case 'project_b':
+            await runProjectB(ctx, round, r);
             break;
         }
       }
@@ -251,7 +258,7 @@ async function main(): Promise<void> {
     }
     throw err;
   } finally {
-    await Promise.allSettled([projectQueue.close(), textbookQueue.close(), ctx.mongo.close(), redisClient.quit()]);
+    await Promise.allSettled([projectQueue.close(), textbookQueue.close(), projectQueueB.close(), ctx.mongo.close(), redisClient.quit()]);
     progress('stopping servers');
     await stopAll(opts.cpuProf ? 15_000 : 5_000);
     if (opts.cpuProf) progress(`CPU profiles in ${relative(ROOT, profDir)} (summarise one with: node --import tsx bench/profile.ts ${relative(ROOT, profDir)}/web/*.cpuprofile)`);

@@ -24,6 +24,8 @@ export interface Options {
   quick: boolean;
   designs: Design[];
   loadgen: 'wrk' | 'autocannon';
+  /** Environment of the (d') design: a second project API process, for A/B runs of a setting. */
+  ab: Record<string, string>;
 }
 
 export const HELP = `usage: npm run bench -- [options]
@@ -46,6 +48,10 @@ export const HELP = `usage: npm run bench -- [options]
                           for the timed rounds; bursts and seeding always use autocannon
   --env KEY=VALUE         environment for the project's web and worker processes (repeatable),
                           e.g. --env BATCH_MAX_IN_FLIGHT=4 --env WORKER_CONCURRENCY=8
+  --ab KEY=VALUE          runs design project_b: a second API process of the project (no worker, a
+                          queue of its own) with these settings on top of --env (repeatable), in
+                          the same rounds as project, e.g. --designs project,project_b
+                          --ab BATCH_MAX_IN_FLIGHT=4
   --log-level L           LOG_LEVEL of every server (default info; logs go to /dev/null)
   --logs                  keep the servers' stdout in bench/results/tmp/ instead of /dev/null
   --cpu-prof              run the Node servers with --cpu-prof (profiles in bench/results/tmp/)
@@ -74,8 +80,10 @@ export function parseArgs(argv: readonly string[]): Options {
     outDir: join(ROOT, 'bench', 'results'),
     maxMinutes: 20,
     quick,
-    designs: [...DESIGNS],
+    // project_b runs only with --ab (or when named in --designs).
+    designs: DESIGNS.filter((d) => d !== 'project_b'),
     loadgen: 'wrk',
+    ab: {},
   };
   const num = (flag: string, v: string | undefined, min: number, max: number): number => {
     const n = Number(v);
@@ -139,6 +147,14 @@ export function parseArgs(argv: readonly string[]): Options {
         const g = next();
         if (g !== 'wrk' && g !== 'autocannon') throw new Error('--loadgen must be wrk or autocannon');
         o.loadgen = g;
+        break;
+      }
+      case '--ab': {
+        const kv = next() ?? '';
+        const eq = kv.indexOf('=');
+        if (eq <= 0) throw new Error('--ab needs KEY=VALUE');
+        o.ab[kv.slice(0, eq)] = kv.slice(eq + 1);
+        if (!o.designs.includes('project_b')) o.designs = DESIGNS.filter((d) => d === 'project_b' || o.designs.includes(d));
         break;
       }
       case '--log-level':

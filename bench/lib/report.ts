@@ -40,6 +40,8 @@ export function roundRatios(r: Round): Record<string, number | undefined> {
   const run = r.runs;
   return {
     accept_vs_raw: div(run.project?.rps, run.raw_http?.rps),
+    ab_vs_project: div(run.project_b?.rps, run.project?.rps),
+    ab_cpu_vs_project: div(run.project_b?.cpuUsPerRequest['server'], run.project?.cpuUsPerRequest['server']),
     accept_vs_ceiling: div(run.project?.rps, run.ceiling?.rps),
     accept_vs_textbook: div(run.project?.rps, run.textbook?.rps),
     p99_vs_textbook: div(run.project?.latencyMs.p99, run.textbook?.latencyMs.p99),
@@ -59,6 +61,8 @@ const RATIO_DEFS: readonly { key: string; label: string; target?: { op: '>=' | '
   { key: 'accept_vs_raw', label: 'accept rate (d) / raw node:http (r)', target: { op: '>=', bound: 0.4 } },
   { key: 'p99_vs_textbook', label: 'p99 (d) / p99 textbook peer (b)', target: { op: '<=', bound: 1 } },
   { key: 'accept_vs_ceiling', label: 'accept rate (d) / this app without enqueueing (a)' },
+  { key: 'ab_vs_project', label: "accept rate (d') with the --ab settings / (d)" },
+  { key: 'ab_cpu_vs_project', label: "server CPU µs per request (d') / (d)" },
   { key: 'store_vs_accept', label: 'worker store rate / accept rate (d)', target: { op: '>=', bound: 1 } },
   { key: 'store_vs_raw', label: 'worker store rate / raw insertMany rate', target: { op: '>=', bound: 0.8 } },
   { key: 'redis_vs_payload', label: 'Redis bytes per queued write / JSON body', target: { op: '<=', bound: 1.3 } },
@@ -239,7 +243,7 @@ export function renderSvg(res: BenchResult): string {
   const gap = 60;
   const width = labelW + panelW * 2 + gap + 40;
   const height = top + designs.length * rowH + 40;
-  const colors: Record<Design, string> = { raw_http: '#6c757d', ceiling: '#9aa5b1', textbook: '#e07a5f', direct: '#f2cc8f', project: '#3d85c6', project_live: '#81b29a' };
+  const colors: Record<Design, string> = { raw_http: '#6c757d', ceiling: '#9aa5b1', textbook: '#e07a5f', direct: '#f2cc8f', project: '#3d85c6', project_live: '#81b29a', project_b: '#5e60ce' };
   const maxRps = Math.max(1, ...designs.map((d) => res.medians[d]!.rpsMax ?? 0));
   const maxP99 = Math.max(1, ...designs.map((d) => res.medians[d]!.p99Max ?? 0));
   const parts: string[] = [];

@@ -69,6 +69,8 @@ export interface Ctx {
   readonly redisClient: Redis;
   readonly projectQueue: Queue;
   readonly textbookQueue: Queue;
+  /** The queue of design project_b (no worker drains it; emptied after each run). */
+  readonly projectQueueB: Queue;
   mongo: MongoClient;
   projectDb: Db;
   rawDb: Db;
@@ -78,7 +80,7 @@ export interface Ctx {
 }
 
 /** The server processes a design runs on. */
-export type Server = 'web' | 'raw_http' | 'ceiling' | 'textbook' | 'direct';
+export type Server = 'web' | 'web_b' | 'raw_http' | 'ceiling' | 'textbook' | 'direct';
 
 /** Peers outside the project's code: no /metrics, so their 200s are wrk's and their ELU comes from `GET /elu`. */
 const PEERS: ReadonlySet<Server> = new Set(['raw_http', 'textbook']);
@@ -89,6 +91,7 @@ export const serverOf: Record<Design, Server> = {
   textbook: 'textbook',
   direct: 'direct',
   project: 'web',
+  project_b: 'web_b',
   project_live: 'web',
 };
 

@@ -1,5 +1,5 @@
 /** The designs compared; `project_live` is this project with its worker draining during the load. */
-export const DESIGNS = ['raw_http', 'textbook', 'ceiling', 'direct', 'project', 'project_live'] as const;
+export const DESIGNS = ['raw_http', 'textbook', 'ceiling', 'direct', 'project', 'project_b', 'project_live'] as const;
 export type Design = (typeof DESIGNS)[number];
 
 export const DESIGN_LABELS: Readonly<Record<Design, string>> = {
@@ -8,6 +8,7 @@ export const DESIGN_LABELS: Readonly<Record<Design, string>> = {
   ceiling: '(a) this app answering without enqueueing',
   direct: '(c) direct: one MongoDB write per request, no queue',
   project: '(d) this project: API, worker paused',
+  project_b: "(d') this project with the --ab settings, no worker",
   project_live: '(d) this project: API + worker draining',
 };
 
@@ -17,6 +18,7 @@ export const DESIGN_SHORT: Readonly<Record<Design, string>> = {
   ceiling: '(a) app, no enqueue',
   direct: '(c) direct',
   project: '(d) project',
+  project_b: "(d') project --ab",
   project_live: '(d) project+worker',
 };
 

@@ -61,6 +61,12 @@ export async function runProject(ctx: Ctx, round: number, r: Round): Promise<voi
   if (raw !== undefined) r.raw = raw;
 }
 
+/** (d') a second API process of the project with the --ab settings; its queue has no worker and is emptied after the run. */
+export async function runProjectB(ctx: Ctx, round: number, r: Round): Promise<void> {
+  r.runs.project_b = (await measure(ctx, 'project_b', round, ctx.opts.durationS)).summary;
+  await ctx.projectQueueB.obliterate({ force: true });
+}
+
 /** (d) with the worker draining during the load: accept rate on shared cores, end-to-end lag, whether the worker keeps up. */
 export async function runProjectLive(ctx: Ctx, round: number, r: Round): Promise<void> {
   await waitProjectIdle(ctx);
