@@ -14,6 +14,7 @@ import { DEAD_LETTERS_PATH, deleteDeadLetter, getDeadLetter, listDeadLetters, re
 import { errorHandler } from './middleware/errors.js';
 import { jsonBody } from './middleware/json-body.js';
 import { requestId } from './middleware/request-id.js';
+import { requestLog } from './middleware/request-log.js';
 import { postFeedbackRecord, postFeedbackResponse } from './routes/feedback.js';
 import { getHealthz, getMetrics, getReadyz } from './routes/service.js';
 import { createOpenApiDocument } from './openapi.js';
@@ -45,7 +46,7 @@ export function createApp(deps: AppDeps): Koa {
   // Errors are rendered by errorHandler; Koa's own handler would print to stderr.
   app.silent = true;
 
-  const routeDeps = { enqueuer: deps.enqueuer, idempotency: deps.idempotency, ids: deps.ids, backlog: deps.backlog, retryAfterSeconds: deps.retryAfterSeconds };
+  const routeDeps = { logger: deps.logger, enqueuer: deps.enqueuer, idempotency: deps.idempotency, ids: deps.ids, backlog: deps.backlog, retryAfterSeconds: deps.retryAfterSeconds };
   const write = [authenticate(deps.keys), ...(deps.rateLimit === undefined ? [] : [deps.rateLimit]), ...jsonBody({ limitBytes: deps.bodyLimitBytes })];
   const router = new Router();
   router.post('/feedback-record', ...write, postFeedbackRecord(routeDeps));
@@ -64,23 +65,7 @@ export function createApp(deps: AppDeps): Koa {
   }
 
   app.use(requestId());
-  app.use(async (ctx, next) => {
-    const started = process.hrtime.bigint();
-    const log = deps.logger.child({ request_id: ctx.state['requestId'] as string });
-    ctx.state['log'] = log;
-    try {
-      await next();
-    } finally {
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      const route = (ctx as { _matchedRoute?: unknown })._matchedRoute;
-      const routeLabel = typeof route === 'string' ? route : 'unmatched';
-      deps.metrics.httpRequests.inc({ route: routeLabel, method: ctx.method, status: String(ctx.status) });
-      deps.metrics.httpSeconds.observe({ route: routeLabel, method: ctx.method }, seconds);
-      const apiKey = (ctx.state['apiKey'] as { name: string } | undefined)?.name;
-      const errorCode = (ctx.body as { error?: { code?: string } } | undefined)?.error?.code;
-      log.info({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(seconds * 1e4) / 10, api_key: apiKey, error: errorCode }, 'request');
-    }
-  });
+  app.use(requestLog({ logger: deps.logger, metrics: deps.metrics }));
   app.use(errorHandler({ logger: deps.logger, metrics: deps.metrics }));
   // allowedMethods (non-throwing) sets 405/501 with Allow after the routes ran; turn that, and an
   // unmatched path, into the error shape of the contract.
@@ -91,6 +76,8 @@ export function createApp(deps: AppDeps): Koa {
     }
     if (ctx.status === 404 && ctx.body == null) throw new AppError('not_found', `no route for ${ctx.method} ${ctx.path}`);
   });
+  app.use(router.routes());
+  // Below the router: only a request no route matched reaches the dashboard, never a write.
   if (deps.dashboardQueue !== undefined) {
     const keys = deps.keys;
     app.use(createDashboard({
@@ -101,7 +88,6 @@ export function createApp(deps: AppDeps): Koa {
       },
     }));
   }
-  app.use(router.routes());
   app.use(router.allowedMethods());
   return app;
 }

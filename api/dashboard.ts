@@ -3,6 +3,7 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { KoaAdapter } from '@bull-board/koa';
 import type { Middleware } from 'koa';
 import { AppError } from '../shared/errors.js';
+import { bearerToken } from './middleware/auth.js';
 import { decodeJob } from '../shared/job-payload.js';
 import type { WriteQueue } from '../shared/queue.js';
 
@@ -20,14 +21,13 @@ export interface DashboardOptions {
   readonly authorize: (token: string) => 'admin' | 'forbidden' | 'unknown';
 }
 
-const BEARER_RE = /^Bearer +([\x21-\x7e]+) *$/i;
 const BASIC_RE = /^Basic +([A-Za-z0-9+/=]+) *$/i;
 const CHALLENGE = 'Basic realm="feedback-ingest admin", charset="UTF-8"';
 
 /** The token of an Authorization header: Bearer token, or the password of Basic credentials. */
 export function presentedToken(header: string): string | undefined {
-  const bearer = BEARER_RE.exec(header);
-  if (bearer !== null) return bearer[1];
+  const bearer = bearerToken(header);
+  if (bearer !== undefined) return bearer;
   const basic = BASIC_RE.exec(header);
   if (basic === null) return undefined;
   const decoded = Buffer.from(basic[1]!, 'base64').toString('utf8');

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export interface ApiMetrics {
@@ -8,6 +9,8 @@ export interface ApiMetrics {
   readonly batchSize: Histogram;
   readonly rejected: Counter<'code'>;
   readonly rateLimitFailOpen: Counter;
+  /** Seconds the event loop spent idle and active since start (performance.eventLoopUtilization), read at scrape time. */
+  readonly eventLoop: Gauge<'state'>;
 }
 
 /** Queue states reported by `feedback_api_queue_jobs`: what an autoscaler of workers watches. */
@@ -49,6 +52,17 @@ export function createApiMetrics(options: { defaultMetrics: boolean; queueJobCou
     enqueueSeconds: new Histogram({ name: 'feedback_api_enqueue_duration_seconds', help: 'Time for Redis to acknowledge one job (a batch of writes).', buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1], registers: [registry] }),
     batchSize: new Histogram({ name: 'feedback_api_enqueue_batch_size', help: 'Writes per queued job.', buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000], registers: [registry] }),
     rejected: new Counter({ name: 'feedback_api_rejected_total', help: 'Requests answered with an error, by error code.', labelNames: ['code'], registers: [registry] }),
+    eventLoop: new Gauge({
+      name: 'feedback_api_event_loop_seconds',
+      help: 'Seconds the event loop was idle or active (running code) since the process started; the utilisation over an interval is Δactive / (Δactive + Δidle).',
+      labelNames: ['state'],
+      registers: [registry],
+      collect() {
+        const { idle, active } = performance.eventLoopUtilization();
+        this.set({ state: 'idle' }, idle / 1000);
+        this.set({ state: 'active' }, active / 1000);
+      },
+    }),
     rateLimitFailOpen: new Counter({ name: 'feedback_api_rate_limit_fail_open_total', help: 'Write requests let through unchecked because Redis did not answer the rate-limit check.', registers: [registry] }),
   };
 }

@@ -7,6 +7,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 ensure_test_servers
+ensure_wrk
 # The bench's FerretDB stores into private PostgreSQL clusters (BENCH_STORE=sqlite: SQLite).
 [[ "${BENCH_STORE:-postgresql}" == sqlite ]] || ensure_postgres_binaries >/dev/null
 echo "building (tsc)…" >&2

@@ -34,6 +34,18 @@ ensure_redis_binary() {
   fi
 }
 
+# wrk (Debian's package), the benchmark's load generator.
+ensure_wrk() {
+  command -v wrk >/dev/null 2>&1 && return 0
+  if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing wrk with apt-get (the benchmark's load generator)…" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null) || die "apt-get install wrk failed."
+    command -v wrk >/dev/null 2>&1 || die "wrk still missing after apt-get."
+  else
+    die "wrk is missing: run 'sudo apt-get install wrk' (or pass --loadgen autocannon to npm run bench)."
+  fi
+}
+
 # Prints the path of a Chromium for the dashboard's browser test (playwright-core drives it),
 # installing Debian's chromium when missing. CHROMIUM_BIN overrides.
 ensure_chromium() {

@@ -1,4 +1,4 @@
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, createSecretKey, randomFillSync, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 const RECORD_PREFIX = 'rec_';
 const RESPONSE_PREFIX = 'rsp_';
@@ -7,6 +7,13 @@ const TAG_BYTES = 9;
 /** Where in the body the dataset fingerprint sits: after the 6-byte time prefix. */
 const FINGERPRINT_OFFSET = 6;
 const FINGERPRINT_BYTES = 4;
+/** Where the random bits sit: the rest of the body, after time and fingerprint. */
+const RANDOM_OFFSET = FINGERPRINT_OFFSET + FINGERPRINT_BYTES;
+const RANDOM_BYTES = BODY_BYTES - RANDOM_OFFSET;
+/** Ids whose random bits one draw from the OS serves (randomFillSync is a system call). */
+const POOL_IDS = 512;
+/** Datasets whose fingerprint is kept (an HMAC per record otherwise); a key writes to few. */
+const FINGERPRINT_CACHE_MAX = 1024;
 /** Length of a record id: prefix + 22 base64url chars of body + 12 of tag. */
 export const RECORD_ID_LENGTH = RECORD_PREFIX.length + 22 + 12;
 
@@ -39,15 +46,38 @@ export interface IdMinter {
  * rotated by prepending a new one and removing the old one after its ids no longer arrive.
  */
 export function createIdMinter(secrets: readonly string[]): IdMinter {
-  const [signer] = secrets;
-  if (signer === undefined) throw new Error('createIdMinter needs at least one secret');
-  const tag = (secret: string, body: Buffer): Buffer =>
+  if (secrets.length === 0) throw new Error('createIdMinter needs at least one secret');
+  // Imported once: an HMAC keyed by a string converts and imports the key on every call.
+  const keys = secrets.map((secret) => createSecretKey(Buffer.from(secret, 'utf8')));
+  const signer = keys[0]!;
+  const tag = (secret: KeyObject, body: Buffer): Buffer =>
     createHmac('sha256', secret).update('record-id\0').update(body).digest().subarray(0, TAG_BYTES);
   // Keyed by a secret so that a client cannot compute which fingerprint a dataset has.
-  const fingerprint = (secret: string, datasetId: string): Buffer =>
+  const fingerprint = (secret: KeyObject, datasetId: string): Buffer =>
     createHmac('sha256', secret).update('dataset\0').update(datasetId).digest().subarray(0, FINGERPRINT_BYTES);
+  const signerFingerprints = new Map<string, Buffer>();
+  const signerFingerprint = (datasetId: string): Buffer => {
+    let fp = signerFingerprints.get(datasetId);
+    if (fp === undefined) {
+      fp = fingerprint(signer, datasetId);
+      if (signerFingerprints.size >= FINGERPRINT_CACHE_MAX) signerFingerprints.clear();
+      signerFingerprints.set(datasetId, fp);
+    }
+    return fp;
+  };
+  // Random bits are drawn from the OS for POOL_IDS ids at once and handed out in turn.
+  const pool = Buffer.allocUnsafe(RANDOM_BYTES * POOL_IDS);
+  let poolOffset = pool.length;
+  const randomInto = (body: Buffer): void => {
+    if (poolOffset === pool.length) {
+      randomFillSync(pool);
+      poolOffset = 0;
+    }
+    pool.copy(body, RANDOM_OFFSET, poolOffset, poolOffset + RANDOM_BYTES);
+    poolOffset += RANDOM_BYTES;
+  };
   const encode = (body: Buffer, datasetId: string): string => {
-    fingerprint(signer, datasetId).copy(body, FINGERPRINT_OFFSET);
+    signerFingerprint(datasetId).copy(body, FINGERPRINT_OFFSET);
     return RECORD_PREFIX + body.toString('base64url') + tag(signer, body).toString('base64url');
   };
   /** Body and tag of a well-formed id, or undefined. */
@@ -63,8 +93,9 @@ export function createIdMinter(secrets: readonly string[]): IdMinter {
 
   return {
     newRecordId(datasetId) {
-      const body = randomBytes(BODY_BYTES);
+      const body = Buffer.allocUnsafe(BODY_BYTES);
       body.writeUIntBE(Date.now(), 0, 6);
+      randomInto(body);
       return encode(body, datasetId);
     },
     recordIdFromSeed(seed, datasetId) {
@@ -74,7 +105,7 @@ export function createIdMinter(secrets: readonly string[]): IdMinter {
       const decoded = decode(id);
       if (decoded === undefined) return false;
       let ok = false;
-      for (const secret of secrets) ok = timingSafeEqual(tag(secret, decoded.body), decoded.given) || ok;
+      for (const secret of keys) ok = timingSafeEqual(tag(secret, decoded.body), decoded.given) || ok;
       return ok;
     },
     datasetMatches(recordId, datasetId) {
@@ -82,7 +113,7 @@ export function createIdMinter(secrets: readonly string[]): IdMinter {
       if (decoded === undefined) return false;
       const given = decoded.body.subarray(FINGERPRINT_OFFSET, FINGERPRINT_OFFSET + FINGERPRINT_BYTES);
       let ok = false;
-      for (const secret of secrets) ok = timingSafeEqual(fingerprint(secret, datasetId), given) || ok;
+      for (const secret of keys) ok = timingSafeEqual(fingerprint(secret, datasetId), given) || ok;
       return ok;
     },
     responseId(recordId, userId) {

@@ -21,6 +21,16 @@ const REDACT_PATHS: readonly string[] = [
   '*.field_to_value',
 ];
 
+/**
+ * Standard output written asynchronously (pino's sonic-boom, sync: false): a log line costs a
+ * buffer append instead of a blocking write(2) per line. Lines still buffered are flushed
+ * synchronously when the process exits (pino registers that); a SIGKILL loses at most the lines
+ * of the write in progress.
+ */
+export function asyncStdout(): DestinationStream {
+  return pino.destination({ dest: 1, sync: false });
+}
+
 /** The root logger of a process. `destination` lets tests capture the lines. */
 export function createLogger(options: { level: string; name: string; destination?: DestinationStream }): Logger {
   return pino(

@@ -59,14 +59,18 @@ export function mayWriteDataset(key: AuthenticatedKey, datasetId: string): boole
 
 const BEARER_RE = /^Bearer +([\x21-\x7e]+) *$/i;
 
+/** The token of an `Authorization: Bearer <token>` header (printable ASCII, scheme case-insensitive), or undefined. */
+export function bearerToken(header: string): string | undefined {
+  return BEARER_RE.exec(header)?.[1];
+}
+
 export function authenticate(verifier: KeyVerifier): Middleware {
   return async (ctx, next) => {
-    const header = ctx.get('Authorization');
-    const match = BEARER_RE.exec(header);
-    if (match === null) {
+    const token = bearerToken(ctx.get('Authorization'));
+    if (token === undefined) {
       throw new AppError('unauthorized', 'send Authorization: Bearer <API key>', { headers: { 'WWW-Authenticate': 'Bearer' } });
     }
-    const key = verifier.verify(match[1]!);
+    const key = verifier.verify(token);
     if (key === undefined) {
       throw new AppError('invalid_api_key', 'the API key is not known or not active', {
         headers: { 'WWW-Authenticate': 'Bearer error="invalid_token"' },

@@ -23,6 +23,8 @@ export interface AcceptedBody {
 }
 
 interface FeedbackRouteDeps {
+  /** The root logger: tells whether debug lines are on without making the request's child logger. */
+  readonly logger: Logger;
   readonly enqueuer: Enqueuer;
   readonly idempotency: IdempotencyStore;
   readonly ids: IdMinter;
@@ -66,7 +68,6 @@ async function accept(
   build: (seed: string | undefined) => { write: Write; answer: AcceptedBody },
 ): Promise<void> {
   const key = ctx.state['apiKey'] as AuthenticatedKey;
-  const log = ctx.state['log'] as Logger;
   const idemKey = idempotencyKey(ctx);
   if (deps.backlog.state().overloaded) {
     throw new AppError('overloaded', 'the backlog is above its ceiling; retry later', {
@@ -76,7 +77,7 @@ async function accept(
   if (idemKey === undefined) {
     const { write, answer } = build(undefined);
     const receipt = await deps.enqueuer.enqueue(write, bodyBytes(ctx));
-    log.debug({ job_id: receipt.jobId, index: receipt.index, seq: receipt.seq, record_id: answer.feedback_record_id }, 'write queued');
+    if (deps.logger.isLevelEnabled('debug')) (ctx.state['log'] as Logger).debug({ job_id: receipt.jobId, index: receipt.index, seq: receipt.seq, record_id: answer.feedback_record_id }, 'write queued');
     ctx.body = answer;
     return;
   }
@@ -115,19 +116,19 @@ async function accept(
   // The write is queued: if keeping the replay body fails, the claim expires and a retry mints
   // the same ids (seeded), which the worker stores once.
   await deps.idempotency.complete(key.name, idemKey, fingerprint, answer).catch((err: unknown) => {
-    log.warn({ err: (err as Error).message }, 'could not keep the idempotent answer');
+    (ctx.state['log'] as Logger).warn({ err: (err as Error).message }, 'could not keep the idempotent answer');
   });
   ctx.body = answer;
 }
 
 export function postFeedbackRecord(deps: FeedbackRouteDeps) {
   return async (ctx: Context): Promise<void> => {
-    const body = parse(FeedbackRecordBody, ctx.request.body);
+    const body = parse(FeedbackRecordBody, ctx.state['body']);
     const key = ctx.state['apiKey'] as AuthenticatedKey;
     if (!mayWriteDataset(key, body.record.feedback_dataset_id)) {
       throw new AppError('forbidden', `this API key may not write to the dataset ${JSON.stringify(body.record.feedback_dataset_id)}`);
     }
-    await accept(ctx, deps, 'feedback-record', ctx.request.body, (seed) => {
+    await accept(ctx, deps, 'feedback-record', ctx.state['body'], (seed) => {
       const datasetId = body.record.feedback_dataset_id;
       const recordId = seed === undefined ? deps.ids.newRecordId(datasetId) : deps.ids.recordIdFromSeed(seed, datasetId);
       const userId = body.response.user_id ?? key.name;
@@ -149,7 +150,7 @@ export function postFeedbackRecord(deps: FeedbackRouteDeps) {
 
 export function postFeedbackResponse(deps: FeedbackRouteDeps) {
   return async (ctx: Context): Promise<void> => {
-    const body = parse(FeedbackResponseBody, ctx.request.body);
+    const body = parse(FeedbackResponseBody, ctx.state['body']);
     const key = ctx.state['apiKey'] as AuthenticatedKey;
     if (!deps.ids.isMintedRecordId(body.feedback_record_id)) {
       throw new AppError('record_not_found', 'no record has this feedback_record_id');
@@ -159,7 +160,7 @@ export function postFeedbackResponse(deps: FeedbackRouteDeps) {
     if (key.datasets !== null && !key.datasets.some((d) => deps.ids.datasetMatches(body.feedback_record_id, d))) {
       throw new AppError('forbidden', 'this API key may not write to the dataset of this record');
     }
-    await accept(ctx, deps, 'feedback-response', ctx.request.body, () => {
+    await accept(ctx, deps, 'feedback-response', ctx.state['body'], () => {
       const userId = body.response.user_id ?? key.name;
       const responseId = deps.ids.responseId(body.feedback_record_id, userId);
       const write: Write = {

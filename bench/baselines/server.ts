@@ -1,9 +1,9 @@
 // A comparison server for the benchmark: the project's own Koa app (createApp, loaded from the
-// compiled dist/ that the `web` process runs) with another Enqueuer behind it, so that auth, body
+// compiled dist/ that the `web` process runs) with another Enqueuer behind it (the peers that are
+// not this project's code are in bench/peers/), so that auth, body
 // parsing, validation, id minting, logging and metrics are the same code as in the project and
 // only the write path differs. BENCH_DESIGN picks it:
 //   ceiling   answers 200 without writing anywhere (Koa's own ceiling for this app)
-//   textbook  one BullMQ `queue.add` per request (one job per write)
 //   direct    one MongoDB write per request, no queue (insertOne per record with its first
 //             response embedded; one upsert per /feedback-response)
 // It reads the project's environment variables (PORT, REDIS_URL, MONGODB_URI, API_KEYS, …) and
@@ -24,15 +24,13 @@ import type * as ErrorsModule from '../../shared/errors.js';
 import type * as IdsModule from '../../shared/ids.js';
 import type * as LoggerModule from '../../shared/logger.js';
 import type * as MongoModule from '../../shared/mongo.js';
-import type * as QueueModule from '../../shared/queue.js';
-import type * as RedisModule from '../../shared/redis.js';
 import type * as SchemasModule from '../../shared/schemas.js';
 import type * as IndexesModule from '../../worker/indexes.js';
 
 const ROOT = process.cwd();
 const dist = async <T>(rel: string): Promise<T> => (await import(pathToFileURL(resolve(ROOT, 'dist', rel)).href)) as T;
 
-const [{ createApp }, { createApiMetrics }, { createKeyVerifier }, { loadConfig }, { AppError }, { createIdMinter }, { createLogger }, { createMongo, COLLECTIONS }, { createWriteQueue, WRITE_JOB_NAME }, { createRedis }, { JOB_PAYLOAD_VERSION }, { ensureIndexes }] =
+const [{ createApp }, { createApiMetrics }, { createKeyVerifier }, { loadConfig }, { AppError }, { createIdMinter }, { createLogger }, { createMongo, COLLECTIONS }, { ensureIndexes }] =
   await Promise.all([
     dist<typeof AppModule>('api/app.js'),
     dist<typeof MetricsModule>('api/metrics.js'),
@@ -42,9 +40,6 @@ const [{ createApp }, { createApiMetrics }, { createKeyVerifier }, { loadConfig 
     dist<typeof IdsModule>('shared/ids.js'),
     dist<typeof LoggerModule>('shared/logger.js'),
     dist<typeof MongoModule>('shared/mongo.js'),
-    dist<typeof QueueModule>('shared/queue.js'),
-    dist<typeof RedisModule>('shared/redis.js'),
-    dist<typeof SchemasModule>('shared/schemas.js'),
     dist<typeof IndexesModule>('worker/indexes.js'),
   ]);
 
@@ -63,22 +58,6 @@ async function buildEnqueuer(): Promise<Enqueuer> {
   switch (design) {
     case 'ceiling':
       return { enqueue: () => Promise.resolve({ jobId: '0', index: 0, seq: 0 }), drain: () => Promise.resolve() };
-    case 'textbook': {
-      const redis = createRedis(config, 'producer', logger);
-      const queue = createWriteQueue(config, redis);
-      closers.push(() => queue.close(), () => redis.quit());
-      return {
-        async enqueue(write) {
-          try {
-            const job = await queue.add(WRITE_JOB_NAME, { v: JOB_PAYLOAD_VERSION, writes: [write] });
-            return { jobId: job.id ?? '0', index: 0, seq: 0 };
-          } catch (err) {
-            throw unavailable(err);
-          }
-        },
-        drain: () => Promise.resolve(),
-      };
-    }
     case 'direct': {
       const mongo = createMongo(config);
       // The same indexes as the project's collections, so index upkeep costs the same.
@@ -126,7 +105,7 @@ async function buildEnqueuer(): Promise<Enqueuer> {
       };
     }
     default:
-      throw new Error(`BENCH_DESIGN must be ceiling, textbook or direct, not "${design}"`);
+      throw new Error(`BENCH_DESIGN must be ceiling or direct, not "${design}"`);
   }
 }
 

@@ -67,6 +67,9 @@ export interface MixOptions {
 
 export interface Mix {
   readonly requests: autocannon.Request[];
+  /** The same mix as a fixed list for wrk: {@link WRK_CYCLES} cycles of 10, each body its own. */
+  readonly fixed: { readonly path: string; readonly body: string }[];
+  readonly headers: Readonly<Record<string, string>>;
   /** Mean body size of the mix, bytes (what one accepted write carries on the wire). */
   readonly meanBodyBytes: number;
   readonly recordBodyBytes: number;
@@ -80,6 +83,9 @@ export interface Mix {
  * own variant), the rest `/feedback-response` whose body is rebuilt per request so that the
  * updates spread over many (record, annotator) pairs.
  */
+/** Cycles of 10 requests in the fixed list handed to wrk (3,000 distinct bodies). */
+export const WRK_CYCLES = 300;
+
 export function buildMix(options: MixOptions): Mix {
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${options.apiKey}` };
   const responses = options.responseTargets.length === 0 ? 0 : Math.round(options.responseShare * 10);
@@ -103,10 +109,22 @@ export function buildMix(options: MixOptions): Mix {
     sampleResponse = responseBody(targets[0] ?? '', 0, 1);
     requests.push({ method: 'POST', path: '/feedback-response', headers, setupRequest: (req) => ({ ...req, body: next() }) });
   }
+  const fixed: { path: string; body: string }[] = [];
+  let fixedRecord = 1;
+  let fixedResponse = 0;
+  for (let cycle = 0; cycle < WRK_CYCLES; cycle++) {
+    for (let i = 0; i < records; i++) fixed.push({ path: '/feedback-record', body: recordBody(options.datasetId, fixedRecord++) });
+    for (let i = 0; i < responses; i++) {
+      const n = fixedResponse++;
+      fixed.push({ path: '/feedback-response', body: responseBody(targets[n % targets.length]!, Math.floor(n / targets.length) % 8, n) });
+    }
+  }
   const recordBytes = Buffer.byteLength(recordBodies[0] ?? '');
   const responseBytes = Buffer.byteLength(sampleResponse);
   return {
     requests,
+    fixed,
+    headers,
     meanBodyBytes: (records * recordBytes + responses * responseBytes) / 10,
     recordBodyBytes: recordBytes,
     responseBodyBytes: responseBytes,

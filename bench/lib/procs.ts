@@ -124,6 +124,20 @@ export function cpuSeconds(pid: number): number {
   }
 }
 
+/**
+ * CPU seconds of a process plus those of its children that have exited and been waited for
+ * (cutime, cstime): the benchmark's own CPU together with each finished wrk run.
+ */
+export function cpuSecondsWithChildren(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) / CLK_TCK;
+  } catch {
+    return Number.NaN;
+  }
+}
+
 /** Resident set size in kB (VmRSS), or NaN. */
 export function rssKb(pid: number): number {
   try {

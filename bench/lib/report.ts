@@ -9,6 +9,7 @@ import {
   type DesignMedians,
   type RatioSummary,
   type Round,
+  type RunSummary,
   type Target,
 } from './types.js';
 
@@ -38,6 +39,9 @@ function div(a: number | undefined, b: number | undefined): number | undefined {
 export function roundRatios(r: Round): Record<string, number | undefined> {
   const run = r.runs;
   return {
+    accept_vs_raw: div(run.project?.rps, run.raw_http?.rps),
+    ab_vs_project: div(run.project_b?.rps, run.project?.rps),
+    ab_cpu_vs_project: div(run.project_b?.cpuUsPerRequest['server'], run.project?.cpuUsPerRequest['server']),
     accept_vs_ceiling: div(run.project?.rps, run.ceiling?.rps),
     accept_vs_textbook: div(run.project?.rps, run.textbook?.rps),
     p99_vs_textbook: div(run.project?.latencyMs.p99, run.textbook?.latencyMs.p99),
@@ -53,9 +57,12 @@ export function roundRatios(r: Round): Record<string, number | undefined> {
 }
 
 const RATIO_DEFS: readonly { key: string; label: string; target?: { op: '>=' | '<='; bound: number } }[] = [
-  { key: 'accept_vs_ceiling', label: 'accept rate (d) / ceiling (a)', target: { op: '>=', bound: 0.8 } },
-  { key: 'accept_vs_textbook', label: 'accept rate (d) / textbook (b)', target: { op: '>=', bound: 1.5 } },
-  { key: 'p99_vs_textbook', label: 'p99 (d) / p99 textbook (b)', target: { op: '<=', bound: 1 } },
+  { key: 'accept_vs_textbook', label: 'accept rate (d) / textbook peer (b)', target: { op: '>=', bound: 1.3 } },
+  { key: 'accept_vs_raw', label: 'accept rate (d) / raw node:http (r)', target: { op: '>=', bound: 0.4 } },
+  { key: 'p99_vs_textbook', label: 'p99 (d) / p99 textbook peer (b)', target: { op: '<=', bound: 1 } },
+  { key: 'accept_vs_ceiling', label: 'accept rate (d) / this app without enqueueing (a)' },
+  { key: 'ab_vs_project', label: "accept rate (d') with the --ab settings / (d)" },
+  { key: 'ab_cpu_vs_project', label: "server CPU µs per request (d') / (d)" },
   { key: 'store_vs_accept', label: 'worker store rate / accept rate (d)', target: { op: '>=', bound: 1 } },
   { key: 'store_vs_raw', label: 'worker store rate / raw insertMany rate', target: { op: '>=', bound: 0.8 } },
   { key: 'redis_vs_payload', label: 'Redis bytes per queued write / JSON body', target: { op: '<=', bound: 1.3 } },
@@ -91,6 +98,7 @@ export function summarize(rounds: readonly Round[], bursts: readonly BurstResult
       max: median(runs.map((x) => x.latencyMs.max)),
       non2xx: runs.reduce((a, x) => a + x.non2xx + x.errors, 0),
       cpuUsPerRequest: cpu,
+      elu: median(runs.map((x) => x.elu)),
     };
   }
   const ratios: RatioSummary[] = RATIO_DEFS.map((def) => {
@@ -137,7 +145,7 @@ export function renderMarkdown(res: BenchResult): string {
   out.push(`Command: \`${res.command}\` · wall time ${fmt(res.wallSeconds / 60, 1)} min · ${res.machine['cpus']} CPUs (${res.machine['cpuModel']}) · Node ${res.machine['node']} · ${res.machine['redis']} · FerretDB ${res.machine['ferretdb']} (SQLite)`);
   out.push('');
   out.push(
-    `${o['rounds']} rounds × ${o['durationS']} s per design, designs alternating (order rotated each round), ${res.mix.connections} connections, autocannon on loopback on the same cores. ` +
+    `${o['rounds']} rounds × ${o['durationS']} s per design, designs alternating (order rotated each round), ${res.mix.connections} connections, ${String(o['loadgen'])} on loopback on the same cores. ` +
       `Body mix: ${Math.round(res.mix.recordShare * 100)}% \`/feedback-record\` (${res.mix.recordBodyBytes} B), ${Math.round((1 - res.mix.recordShare) * 100)}% \`/feedback-response\` (${res.mix.responseBodyBytes} B) to stored records; mean ${fmt(res.mix.meanBodyBytes)} B.`,
   );
   const env = Object.entries(res.projectEnv);
@@ -146,13 +154,13 @@ export function renderMarkdown(res: BenchResult): string {
   out.push('');
   out.push('## Designs (medians over rounds)');
   out.push('');
-  out.push('| Design | accepted req/s (min–max) | p50 ms | p99 ms | max ms | non-2xx + errors | server CPU µs/req | Redis µs/req | FerretDB µs/req | worker µs/req | load gen µs/req |');
-  out.push('|---|---|---|---|---|---|---|---|---|---|---|');
+  out.push('| Design | accepted req/s (min–max) | p50 ms | p99 ms | max ms | non-2xx + errors | server CPU µs/req | Redis µs/req | FerretDB µs/req | worker µs/req | load gen µs/req | server ELU |');
+  out.push('|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const d of DESIGNS) {
     const m = res.medians[d];
     if (m === undefined) continue;
     out.push(
-      `| ${DESIGN_LABELS[d]} | **${fmt(m.rps)}** (${fmt(m.rpsMin)}–${fmt(m.rpsMax)}) | ${fmt(m.p50, 1)} | ${fmt(m.p99, 1)} | ${fmt(m.max, 0)} | ${fmt(m.non2xx)} | ${cpuCell(m.cpuUsPerRequest, 'server')} | ${cpuCell(m.cpuUsPerRequest, 'redis')} | ${cpuCell(m.cpuUsPerRequest, 'ferretdb')} | ${cpuCell(m.cpuUsPerRequest, 'worker')} | ${cpuCell(m.cpuUsPerRequest, 'loadgen')} |`,
+      `| ${DESIGN_LABELS[d]} | **${fmt(m.rps)}** (${fmt(m.rpsMin)}–${fmt(m.rpsMax)}) | ${fmt(m.p50, 1)} | ${fmt(m.p99, 1)} | ${fmt(m.max, 0)} | ${fmt(m.non2xx)} | ${cpuCell(m.cpuUsPerRequest, 'server')} | ${cpuCell(m.cpuUsPerRequest, 'redis')} | ${cpuCell(m.cpuUsPerRequest, 'ferretdb')} | ${cpuCell(m.cpuUsPerRequest, 'worker')} | ${cpuCell(m.cpuUsPerRequest, 'loadgen')} | ${fmt(m.elu, 2)} |`,
     );
   }
   out.push('');
@@ -161,6 +169,16 @@ export function renderMarkdown(res: BenchResult): string {
   out.push('| Target | value | target | met |');
   out.push('|---|---|---|---|');
   for (const t of res.targets) out.push(`| ${t.name} | ${t.value} | ${t.target} | ${t.met === undefined ? '–' : t.met ? 'yes' : '**no**'} |`);
+  out.push('');
+  out.push('## Accepted req/s and p99 per round');
+  out.push('');
+  out.push(`| Design | ${res.rounds.map((r) => `round ${r.round}`).join(' | ')} |`);
+  out.push(`|---|${res.rounds.map(() => '---|').join('')}`);
+  for (const d of DESIGNS) {
+    if (res.rounds.every((r) => r.runs[d] === undefined)) continue;
+    const cell = (x: RunSummary | undefined) => (x === undefined ? '–' : `${fmt(x.rps)} req/s, p99 ${fmt(x.latencyMs.p99, 1)} ms, ${fmt(x.cpuUsPerRequest['server'])} µs/req, ELU ${fmt(x.elu, 2)}`);
+    out.push(`| ${DESIGN_SHORT[d]} | ${res.rounds.map((r) => cell(r.runs[d])).join(' | ')} |`);
+  }
   out.push('');
   out.push('## Ratios per round');
   out.push('');
@@ -225,7 +243,7 @@ export function renderSvg(res: BenchResult): string {
   const gap = 60;
   const width = labelW + panelW * 2 + gap + 40;
   const height = top + designs.length * rowH + 40;
-  const colors: Record<Design, string> = { ceiling: '#9aa5b1', textbook: '#e07a5f', direct: '#f2cc8f', project: '#3d85c6', project_live: '#81b29a' };
+  const colors: Record<Design, string> = { raw_http: '#6c757d', ceiling: '#9aa5b1', textbook: '#e07a5f', direct: '#f2cc8f', project: '#3d85c6', project_live: '#81b29a', project_b: '#5e60ce' };
   const maxRps = Math.max(1, ...designs.map((d) => res.medians[d]!.rpsMax ?? 0));
   const maxP99 = Math.max(1, ...designs.map((d) => res.medians[d]!.p99Max ?? 0));
   const parts: string[] = [];

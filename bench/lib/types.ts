@@ -1,20 +1,24 @@
 /** The designs compared; `project_live` is this project with its worker draining during the load. */
-export const DESIGNS = ['ceiling', 'textbook', 'direct', 'project', 'project_live'] as const;
+export const DESIGNS = ['raw_http', 'textbook', 'ceiling', 'direct', 'project', 'project_b', 'project_live'] as const;
 export type Design = (typeof DESIGNS)[number];
 
 export const DESIGN_LABELS: Readonly<Record<Design, string>> = {
-  ceiling: '(a) ceiling: same Koa app, answers without writing',
-  textbook: '(b) textbook: one queue.add per request',
+  raw_http: '(r) raw node:http: read, auth, JSON.parse, shape check, 200 (bench/peers/raw-http.ts)',
+  textbook: '(b) textbook peer: Koa + @koa/router + koa-bodyparser, one queue.add per request (bench/peers/textbook.ts)',
+  ceiling: '(a) this app answering without enqueueing',
   direct: '(c) direct: one MongoDB write per request, no queue',
   project: '(d) this project: API, worker paused',
+  project_b: "(d') this project with the --ab settings, no worker",
   project_live: '(d) this project: API + worker draining',
 };
 
 export const DESIGN_SHORT: Readonly<Record<Design, string>> = {
-  ceiling: '(a) ceiling',
-  textbook: '(b) textbook',
+  raw_http: '(r) raw node:http',
+  textbook: '(b) textbook peer',
+  ceiling: '(a) app, no enqueue',
   direct: '(c) direct',
   project: '(d) project',
+  project_b: "(d') project --ab",
   project_live: '(d) project+worker',
 };
 
@@ -36,6 +40,10 @@ export interface RunSummary {
   readonly timeouts: number;
   readonly latencyMs: { readonly p50: number; readonly p90: number; readonly p99: number; readonly max: number; readonly mean: number };
   readonly cpuUsPerRequest: CpuPerRequest;
+  /** Event-loop utilisation of the server under test over the run (performance.eventLoopUtilization), 0-1. */
+  readonly elu: number;
+  /** The load generator's CPU (the benchmark process and wrk) as a share of the whole machine's, %. */
+  readonly loadgenCpuPct: number;
   /** Share of the machine's CPU used by processes that are not the benchmark's, %. */
   readonly foreignCpuPct: number;
 }
@@ -172,6 +180,7 @@ export interface DesignMedians {
   readonly max: number | undefined;
   readonly non2xx: number;
   readonly cpuUsPerRequest: CpuPerRequest;
+  readonly elu: number | undefined;
 }
 
 export interface BenchResult {

@@ -1,0 +1,186 @@
+// The command line of `npm run bench` (`--help` prints it).
+import { join } from 'node:path';
+import { DESIGNS, type Design } from './types.js';
+import { ROOT } from './runner.js';
+
+export interface Options {
+  rounds: number;
+  durationS: number;
+  connections: number;
+  responseShare: number;
+  warmupS: number;
+  rawS: number;
+  burst: number;
+  burstConnections: number;
+  burstScale: number;
+  drainS: number;
+  burstDrainS: number;
+  env: Record<string, string>;
+  cpuProf: boolean;
+  logs: boolean;
+  logLevel: string;
+  outDir: string;
+  maxMinutes: number;
+  quick: boolean;
+  designs: Design[];
+  loadgen: 'wrk' | 'autocannon';
+  /** Environment of the (d') design: a second project API process, for A/B runs of a setting. */
+  ab: Record<string, string>;
+}
+
+export const HELP = `usage: npm run bench -- [options]
+
+  --quick                 smoke run: 1 round of 3 s, 1 s warm-up, bursts of 5,000 and 2,500
+  --rounds N              rounds of every design (default 3)
+  --duration S            seconds of load per design and round (default 10)
+  --connections N         concurrent connections (default 100)
+  --response-share F      share of /feedback-response requests, 0-1 in steps of 0.1 (default 0.1)
+  --warmup S              warm-up per design before the rounds, not recorded (default 2)
+  --raw S                 seconds of raw insertMany per round (default 3)
+  --burst N               records in the burst (default 100000; 0 skips the bursts)
+  --burst-connections N   connections of the burst (default 400)
+  --burst-scale F         size of the second burst relative to the first (default 0.5; 0 skips it)
+  --drain S               longest wait for the worker to store a round's backlog (default 15); what
+                          is not stored by then is thrown away (worker restarted, queue emptied)
+  --burst-drain S         the same after each burst, from its last answer (default 120)
+  --designs a,b           subset of ${DESIGNS.join(',')}
+  --loadgen G             wrk (default: C, one thread, leaves the server the cores) or autocannon
+                          for the timed rounds; bursts and seeding always use autocannon
+  --env KEY=VALUE         environment for the project's web and worker processes (repeatable),
+                          e.g. --env BATCH_MAX_IN_FLIGHT=4 --env WORKER_CONCURRENCY=8
+  --ab KEY=VALUE          runs design project_b: a second API process of the project (no worker, a
+                          queue of its own) with these settings on top of --env (repeatable), in
+                          the same rounds as project, e.g. --designs project,project_b
+                          --ab BATCH_MAX_IN_FLIGHT=4
+  --log-level L           LOG_LEVEL of every server (default info; logs go to /dev/null)
+  --logs                  keep the servers' stdout in bench/results/tmp/ instead of /dev/null
+  --cpu-prof              run the Node servers with --cpu-prof (profiles in bench/results/tmp/)
+  --out DIR               where results go (default bench/results)
+  --max-minutes M         stop everything after M minutes whatever happens (default 20)
+`;
+
+export function parseArgs(argv: readonly string[]): Options {
+  const quick = argv.includes('--quick');
+  const o: Options = {
+    rounds: quick ? 1 : 3,
+    durationS: quick ? 3 : 10,
+    connections: 100,
+    responseShare: 0.1,
+    warmupS: quick ? 1 : 2,
+    rawS: quick ? 1 : 3,
+    burst: quick ? 5_000 : 100_000,
+    burstConnections: 400,
+    burstScale: 0.5,
+    drainS: quick ? 10 : 15,
+    burstDrainS: quick ? 15 : 120,
+    env: {},
+    cpuProf: false,
+    logs: false,
+    logLevel: 'info',
+    outDir: join(ROOT, 'bench', 'results'),
+    maxMinutes: 20,
+    quick,
+    // project_b runs only with --ab (or when named in --designs).
+    designs: DESIGNS.filter((d) => d !== 'project_b'),
+    loadgen: 'wrk',
+    ab: {},
+  };
+  const num = (flag: string, v: string | undefined, min: number, max: number): number => {
+    const n = Number(v);
+    if (v === undefined || !Number.isFinite(n) || n < min || n > max) throw new Error(`${flag} needs a number from ${min} to ${max}`);
+    return n;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const next = () => argv[++i];
+    switch (a) {
+      case '--quick':
+        break;
+      case '--rounds':
+        o.rounds = Math.round(num(a, next(), 1, 50));
+        break;
+      case '--duration':
+        o.durationS = num(a, next(), 1, 600);
+        break;
+      case '--connections':
+        o.connections = Math.round(num(a, next(), 1, 5000));
+        break;
+      case '--response-share':
+        o.responseShare = num(a, next(), 0, 1);
+        break;
+      case '--warmup':
+        o.warmupS = num(a, next(), 0, 120);
+        break;
+      case '--raw':
+        o.rawS = num(a, next(), 0.5, 120);
+        break;
+      case '--burst':
+        o.burst = Math.round(num(a, next(), 0, 10_000_000));
+        break;
+      case '--burst-connections':
+        o.burstConnections = Math.round(num(a, next(), 1, 5000));
+        break;
+      case '--burst-scale':
+        o.burstScale = num(a, next(), 0, 20);
+        break;
+      case '--drain':
+        o.drainS = num(a, next(), 1, 3600);
+        break;
+      case '--burst-drain':
+        o.burstDrainS = num(a, next(), 1, 3600);
+        break;
+      case '--designs': {
+        const list = (next() ?? '').split(',').map((s) => s.trim());
+        const bad = list.filter((d) => !(DESIGNS as readonly string[]).includes(d));
+        if (bad.length > 0) throw new Error(`--designs: unknown ${bad.join(', ')}`);
+        o.designs = DESIGNS.filter((d) => list.includes(d));
+        break;
+      }
+      case '--env': {
+        const kv = next() ?? '';
+        const eq = kv.indexOf('=');
+        if (eq <= 0) throw new Error('--env needs KEY=VALUE');
+        o.env[kv.slice(0, eq)] = kv.slice(eq + 1);
+        break;
+      }
+      case '--loadgen': {
+        const g = next();
+        if (g !== 'wrk' && g !== 'autocannon') throw new Error('--loadgen must be wrk or autocannon');
+        o.loadgen = g;
+        break;
+      }
+      case '--ab': {
+        const kv = next() ?? '';
+        const eq = kv.indexOf('=');
+        if (eq <= 0) throw new Error('--ab needs KEY=VALUE');
+        o.ab[kv.slice(0, eq)] = kv.slice(eq + 1);
+        if (!o.designs.includes('project_b')) o.designs = DESIGNS.filter((d) => d === 'project_b' || o.designs.includes(d));
+        break;
+      }
+      case '--log-level':
+        o.logLevel = next() ?? 'info';
+        break;
+      case '--logs':
+        o.logs = true;
+        break;
+      case '--cpu-prof':
+        o.cpuProf = true;
+        break;
+      case '--out':
+        o.outDir = next() ?? o.outDir;
+        break;
+      case '--max-minutes':
+        o.maxMinutes = num(a, next(), 1, 600);
+        break;
+      case '-h':
+      case '--help':
+        process.stdout.write(HELP);
+        process.exit(0);
+        break;
+      default:
+        throw new Error(`unknown option ${a} (see --help)`);
+    }
+  }
+  return o;
+}
+

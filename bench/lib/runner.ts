@@ -1,0 +1,267 @@
+// What every scenario of the benchmark shares: the run's context (services, processes, queues,
+// store clients), progress lines, the fatal-error latch, CPU accounting per process, and one timed
+// load run of a design (`measure`). Scenarios live in bench/scenarios/, one file each.
+import { fileURLToPath } from 'node:url';
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { MongoClient, type Db } from 'mongodb';
+import { mongoClientOptions } from '../../shared/mongo.js';
+import type { RecordWrite } from '../../shared/schemas.js';
+import { ensureIndexes } from '../../worker/indexes.js';
+import { buildMix, runLoad, type LoadResult, type LoadRun, type Mix } from './load.js';
+import type { Options } from './options.js';
+import { cpuSeconds, cpuSecondsWithChildren, machineCpu, type Proc } from './procs.js';
+import { runWrk } from './wrk.js';
+import { scrape, sumOf, type Scrape } from './prom.js';
+import { fmt } from './report.js';
+import type { Service } from './services.js';
+import type { CpuPerRequest, Design, RedisMemory, RunSummary } from './types.js';
+
+/** The project's root directory. */
+export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/** When the benchmark started. */
+export const STARTED = new Date();
+const T0 = STARTED.getTime();
+
+
+export const elapsed = () => {
+  const s = Math.floor((Date.now() - T0) / 1000);
+  return `${String(Math.floor(s / 60)).padStart(2, '0')}:${String(s % 60).padStart(2, '0')}`;
+};
+export const progress = (msg: string) => process.stderr.write(`[bench ${elapsed()}] ${msg}\n`);
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+export const now = () => Number(process.hrtime.bigint()) / 1e6;
+
+let fatal: Error | undefined;
+/** Makes every later {@link checkFatal} throw `err` (the first one wins): a server died under the benchmark. */
+export function setFatal(err: Error): void {
+  fatal ??= err;
+}
+export function checkFatal(): void {
+  if (fatal !== undefined) throw fatal;
+}
+
+export async function until<T>(what: string, timeoutMs: number, pollMs: number, check: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    checkFatal();
+    const v = await check();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${Math.round(timeoutMs / 1000)} s waiting for ${what}`);
+    await sleep(pollMs);
+  }
+}
+
+
+export interface Ctx {
+  readonly opts: Options;
+  readonly redis: Service;
+  /** The project's store (and the raw insertMany's); replaced by a fresh one when a drain runs out of time. */
+  ferret: Service;
+  /** The direct design's store, a FerretDB of its own. */
+  readonly ferretDirect: Service | undefined;
+  readonly procs: Record<Server | 'worker', Proc | undefined>;
+  /** Starts the worker process against the store at `mongoUrl`. */
+  readonly spawnWorker: (mongoUrl: string) => Proc;
+  readonly ports: Readonly<Record<Server | 'worker', number>>;
+  readonly apiKey: string;
+  readonly redisClient: Redis;
+  readonly projectQueue: Queue;
+  readonly textbookQueue: Queue;
+  /** The queue of design project_b (no worker drains it; emptied after each run). */
+  readonly projectQueueB: Queue;
+  mongo: MongoClient;
+  projectDb: Db;
+  rawDb: Db;
+  readonly workerConcurrency: number;
+  seedIds: string[];
+  sampleWrite: RecordWrite | undefined;
+}
+
+/** The server processes a design runs on. */
+export type Server = 'web' | 'web_b' | 'raw_http' | 'ceiling' | 'textbook' | 'direct';
+
+/** Peers outside the project's code: no /metrics, so their 200s are wrk's and their ELU comes from `GET /elu`. */
+const PEERS: ReadonlySet<Server> = new Set(['raw_http', 'textbook']);
+
+export const serverOf: Record<Design, Server> = {
+  raw_http: 'raw_http',
+  ceiling: 'ceiling',
+  textbook: 'textbook',
+  direct: 'direct',
+  project: 'web',
+  project_b: 'web_b',
+  project_live: 'web',
+};
+
+/** Records created through the API before the rounds; the /feedback-response share updates them. */
+export const SEED_RECORDS = 200;
+
+const UNFINISHED = ['wait', 'active', 'delayed', 'prioritized', 'waiting-children'] as const;
+
+export async function backlogJobs(queue: Queue): Promise<number> {
+  const counts = await queue.getJobCounts(...UNFINISHED);
+  return Object.values(counts).reduce((a, b) => a + b, 0);
+}
+
+export async function usedMemory(redis: Redis): Promise<number> {
+  const info = await redis.info('memory');
+  return Number(/used_memory:(\d+)/.exec(info)?.[1] ?? Number.NaN);
+}
+
+export async function server200s(ctx: Ctx, design: Design): Promise<number> {
+  if (PEERS.has(serverOf[design])) return Number.NaN;
+  const s = await scrape(`http://127.0.0.1:${ctx.ports[serverOf[design]]}/metrics`);
+  return sumOf(s, 'feedback_api_http_requests_total', { method: 'POST', status: '200' });
+}
+
+export const workerScrape = (ctx: Ctx) => scrape(`http://127.0.0.1:${ctx.ports.worker}/metrics`);
+/** Writes the worker has finished (stored, found stored, stale or dead-lettered), from its batch-size histogram. */
+export const processed = (s: Scrape) => sumOf(s, 'feedback_worker_batch_size_sum');
+export const jobsDone = (s: Scrape) => sumOf(s, 'feedback_worker_batch_size_count');
+
+export interface CpuSnap {
+  readonly per: Record<string, number>;
+  readonly machine: { busy: number; total: number };
+}
+
+export function cpuSnap(ctx: Ctx): CpuSnap {
+  const per: Record<string, number> = { redis: cpuSeconds(ctx.redis.proc.pid), ferretdb: cpuSeconds(ctx.ferret.proc.pid), loadgen: cpuSecondsWithChildren(process.pid) };
+  if (ctx.ferretDirect !== undefined) per['ferretdb_direct'] = cpuSeconds(ctx.ferretDirect.proc.pid);
+  for (const [name, p] of Object.entries(ctx.procs)) if (p !== undefined) per[name] = cpuSeconds(p.pid);
+  return { per, machine: machineCpu() };
+}
+
+/** CPU µs per unit of work by role (`server` is the process under test), and the foreign share of the machine, %. */
+export function cpuDiff(a: CpuSnap, b: CpuSnap, serverName: string, units: number, storeName = 'ferretdb'): { perUnit: CpuPerRequest; foreignPct: number; loadgenPct: number } {
+  const d: Record<string, number> = {};
+  let ours = 0;
+  for (const k of Object.keys(b.per)) {
+    d[k] = (b.per[k] ?? 0) - (a.per[k] ?? 0);
+    ours += d[k];
+  }
+  const perUnit: CpuPerRequest = {};
+  const us = (x: number | undefined) => (units > 0 && x !== undefined ? (x * 1e6) / units : Number.NaN);
+  perUnit['server'] = us(d[serverName]);
+  perUnit['redis'] = us(d['redis']);
+  perUnit['ferretdb'] = us(d[storeName]);
+  perUnit['worker'] = us(d['worker']);
+  perUnit['loadgen'] = us(d['loadgen']);
+  const busy = b.machine.busy - a.machine.busy;
+  const total = b.machine.total - a.machine.total;
+  return { perUnit, foreignPct: total > 0 ? (Math.max(0, busy - ours) / total) * 100 : Number.NaN, loadgenPct: total > 0 ? ((d['loadgen'] ?? 0) / total) * 100 : Number.NaN };
+}
+
+/** Cumulative event-loop idle and active ms of the server under test (performance.eventLoopUtilization). */
+async function eluOf(ctx: Ctx, design: Design): Promise<{ idle: number; active: number }> {
+  const server = serverOf[design];
+  const base = `http://127.0.0.1:${ctx.ports[server]}`;
+  try {
+    if (PEERS.has(server)) return (await (await fetch(`${base}/elu`, { signal: AbortSignal.timeout(5_000) })).json()) as { idle: number; active: number };
+    const s = await scrape(`${base}/metrics`);
+    return { idle: sumOf(s, 'feedback_api_event_loop_seconds', { state: 'idle' }) * 1000, active: sumOf(s, 'feedback_api_event_loop_seconds', { state: 'active' }) * 1000 };
+  } catch {
+    return { idle: Number.NaN, active: Number.NaN };
+  }
+}
+
+export function mixFor(ctx: Ctx, datasetId: string, responseShare = ctx.opts.responseShare): Mix {
+  return buildMix({ datasetId, apiKey: ctx.apiKey, responseTargets: ctx.seedIds, responseShare });
+}
+
+/** One timed run of `design`; `during` runs alongside the load (sampling) until it ends. */
+export async function measure(ctx: Ctx, design: Design, round: number, durationS: number, during?: (load: LoadRun) => Promise<void>): Promise<{ summary: RunSummary; load: LoadResult; mix: Mix }> {
+  checkFatal();
+  const mix = mixFor(ctx, `bench_r${round}_${design}`);
+  const s0 = await server200s(ctx, design);
+  const e0 = await eluOf(ctx, design);
+  const c0 = cpuSnap(ctx);
+  const url = `http://127.0.0.1:${ctx.ports[serverOf[design]]}`;
+  const run =
+    ctx.opts.loadgen === 'wrk'
+      ? runWrk({ url, connections: ctx.opts.connections, headers: mix.headers, requests: mix.fixed, durationS })
+      : runLoad({ url, connections: ctx.opts.connections, requests: mix.requests, durationS, maxS: durationS + 30 });
+  const sampling = during?.(run);
+  const load = await run.done;
+  const c1 = cpuSnap(ctx);
+  const e1 = await eluOf(ctx, design);
+  await sampling;
+  const counted = (await server200s(ctx, design)) - s0;
+  // A peer counts nothing itself: its 200s are the load generator's.
+  const serverOk = Number.isNaN(counted) ? load.ok : counted;
+  const elu = (e1.active - e0.active) / (e1.active - e0.active + e1.idle - e0.idle);
+  const cpu = cpuDiff(c0, c1, serverOf[design], serverOk, design === 'direct' ? 'ferretdb_direct' : 'ferretdb');
+  const summary: RunSummary = {
+    design,
+    round,
+    durationS: load.durationS,
+    ok: load.ok,
+    serverOk,
+    rps: load.rps,
+    non2xx: load.non2xx,
+    statusCodes: load.statusCodes,
+    errors: load.errors,
+    timeouts: load.timeouts,
+    latencyMs: load.latencyMs,
+    cpuUsPerRequest: cpu.perUnit,
+    elu,
+    loadgenCpuPct: cpu.loadgenPct,
+    foreignCpuPct: cpu.foreignPct,
+  };
+  const bad = Object.entries(load.statusCodes).filter(([c]) => !c.startsWith('2'));
+  progress(
+    `  ${design.padEnd(12)} ${fmt(load.rps).padStart(7)} req/s  p50 ${load.latencyMs.p50.toFixed(1)} ms  p99 ${load.latencyMs.p99.toFixed(1)} ms  max ${load.latencyMs.max.toFixed(0)} ms` +
+      `  server ${fmt(cpu.perUnit['server'])} µs/req  redis ${fmt(cpu.perUnit['redis'])}  ferretdb ${fmt(cpu.perUnit['ferretdb'])}  worker ${fmt(cpu.perUnit['worker'])}  loadgen ${fmt(cpu.perUnit['loadgen'])} (${fmt(cpu.loadgenPct)}% of the machine)  ELU ${fmt(elu, 2)}  foreign ${fmt(cpu.foreignPct)}%` +
+      (bad.length > 0 || load.errors > 0 ? `  NON-2XX ${JSON.stringify(Object.fromEntries(bad))} errors ${load.errors}` : ''),
+  );
+  return { summary, load, mix };
+}
+
+/** Mean JSON bytes per write of a few queued jobs (what Redis holds as job data). */
+export async function jobJsonBytesPerWrite(queue: Queue): Promise<number> {
+  const jobs = await queue.getJobs(['wait', 'prioritized'], 0, 9);
+  let bytes = 0;
+  let writes = 0;
+  for (const j of jobs) {
+    const data = j.data as { writes?: unknown[]; n?: number };
+    bytes += Buffer.byteLength(JSON.stringify(j.data));
+    writes += data.writes?.length ?? data.n ?? 1; // plain (v1) or deflated (v2) job; the textbook peer's job holds one write
+  }
+  return writes > 0 ? bytes / writes : Number.NaN;
+}
+
+export async function waitProjectIdle(ctx: Ctx, timeoutMs = 180_000): Promise<void> {
+  await until('the project queue to drain', timeoutMs, 50, async () => ((await backlogJobs(ctx.projectQueue)) === 0 ? true : undefined));
+}
+
+/** Waits up to `budgetS` for the project queue to be empty; true when it is. */
+export async function drainWithin(ctx: Ctx, budgetS: number): Promise<boolean> {
+  const deadline = Date.now() + budgetS * 1000;
+  for (;;) {
+    checkFatal();
+    if ((await backlogJobs(ctx.projectQueue)) === 0) return true;
+    if (Date.now() > deadline) return false;
+    await sleep(50);
+  }
+}
+
+/** A client of the project's current store, with the raw insertMany collections indexed like the project's. */
+export async function connectStore(ctx: Pick<Ctx, 'ferret'> & Partial<Pick<Ctx, 'mongo'>>): Promise<{ mongo: MongoClient; projectDb: Db; rawDb: Db }> {
+  const mongo = new MongoClient(ctx.ferret.url, { ...mongoClientOptions(), serverSelectionTimeoutMS: 10_000, retryWrites: false });
+  const rawDb = mongo.db('bench_raw');
+  await ensureIndexes(rawDb);
+  return { mongo, projectDb: mongo.db('bench_project'), rawDb };
+}
+
+export function redisMemory(delta: number, writes: number, jobs: number, payload: number, jobJson: number): RedisMemory {
+  return {
+    deltaBytes: delta,
+    writes,
+    jobs,
+    bytesPerWrite: writes > 0 ? delta / writes : Number.NaN,
+    bytesPerJob: jobs > 0 ? delta / jobs : Number.NaN,
+    payloadBytes: payload,
+    jobJsonBytesPerWrite: jobJson,
+  };
+}
+
