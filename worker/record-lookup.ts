@@ -11,7 +11,7 @@ export interface RecordLookup {
 }
 
 /** Lookups run at once per batch on a store that evaluates `$in` by scanning. */
-const LOOKUP_CONCURRENCY = 8;
+const LOOKUP_CONCURRENCY = 16;
 
 /**
  * Which records are stored, and their datasets, for the responses of a batch. A bounded memory

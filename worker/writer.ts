@@ -97,8 +97,15 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
    */
   async function store(items: readonly SequencedWrite[]): Promise<WriteResult[]> {
     const results: (WriteResult | undefined)[] = new Array<WriteResult | undefined>(items.length);
-    await storeRecords(items, results);
-    const datasets = await lookup.datasetsOf(items.filter(isResponseWrite).map((i) => i.write.record_id));
+    // Records of this round are known once inserted; the others are looked up meanwhile.
+    const inRound = new Set(items.filter(isRecordWrite).map((i) => i.write.record_id));
+    const [, datasets] = await Promise.all([
+      storeRecords(items, results),
+      lookup.datasetsOf(items.filter(isResponseWrite).map((i) => i.write.record_id).filter((id) => !inRound.has(id))),
+    ]);
+    for (const [i, item] of items.entries()) {
+      if (isRecordWrite(item) && results[i] === undefined) datasets.set(item.write.record_id, item.write.record.feedback_dataset_id);
+    }
     for (const [i, item] of items.entries()) {
       if (isResponseWrite(item) && !datasets.has(item.write.record_id)) results[i] = DEFERRED;
     }
