@@ -54,7 +54,10 @@ async function prepareStore(mongo: MongoHandle, config: Config, logger: Logger):
 /** Prepares the store, then starts draining the queue. */
 export async function startWorker(config: Config, logger: Logger): Promise<WorkerRuntime> {
   const mongo = createMongo(config);
-  const profile = await prepareStore(mongo, config, logger);
+  const profile = await prepareStore(mongo, config, logger).catch(async (err: unknown) => {
+    await mongo.close();
+    throw err;
+  });
   const writer = createFeedbackWriter({ db: mongo.db, logger, profile, leaseMs: config.writeLeaseMs });
   const redis = createRedis(config, 'worker', logger);
   void checkEvictionPolicy(redis, logger);
