@@ -19,6 +19,42 @@ function decodedStream(req: IncomingMessage): Readable {
   throw new AppError('unsupported_media_type', `Content-Encoding ${encoding} is not supported (gzip, deflate or identity)`);
 }
 
+/**
+ * How much of a too-large body is read and discarded before the 413, as a multiple of the limit
+ * (at least {@link DISCARD_MIN_BYTES}). Beyond it the 413 is sent and the connection closed
+ * unread, which the client may see as a reset: a bound on what a client can make us read.
+ */
+const DISCARD_LIMIT_MULTIPLE = 32;
+/** Floor of the discard bound, bytes: 1 MiB. */
+const DISCARD_MIN_BYTES = 1024 * 1024;
+
+/**
+ * Reads and drops the rest of `req` (up to `maxBytes` more). A socket closed with unread bytes in
+ * its receive buffer sends a TCP reset, which can reach the client before it has read the 413
+ * already written; once the body is read, the close is a clean FIN. Time is bounded by the
+ * server's requestTimeout (408), which covers the whole body.
+ */
+function discardRest(req: IncomingMessage, maxBytes: number): Promise<void> {
+  if (req.complete) return Promise.resolve();
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > maxBytes) return Promise.resolve();
+  return new Promise((resolve) => {
+    let read = 0;
+    const finish = () => {
+      req.off('data', onData).off('end', finish).off('close', finish);
+      resolve();
+    };
+    const onData = (chunk: Buffer) => {
+      read += chunk.length;
+      if (read > maxBytes) finish();
+    };
+    // A Content-Encoding body was piped into a decompressor: the discarded bytes need no inflating.
+    req.unpipe();
+    req.on('data', onData).on('end', finish).on('close', finish);
+    req.resume();
+  });
+}
+
 /** Reads the whole body into one Buffer (raw-body: the limit, Content-Length checks, aborted requests). */
 async function readBody(ctx: Context, limitBytes: number): Promise<Buffer> {
   const stream = decodedStream(ctx.req);
@@ -28,7 +64,13 @@ async function readBody(ctx: Context, limitBytes: number): Promise<Buffer> {
     return await getRawBody(stream, { limit: limitBytes, ...(stream === ctx.req && length !== undefined ? { length } : {}) });
   } catch (err) {
     const type = (err as { type?: unknown }).type;
-    if (type === 'entity.too.large') throw new AppError('payload_too_large', 'the body is larger than the limit');
+    if (type === 'entity.too.large') {
+      // The rest of the body is unread: on a keep-alive connection it would be parsed as the next
+      // request. The 413 closes the connection, after reading that rest up to a bound.
+      ctx.set('Connection', 'close');
+      await discardRest(ctx.req, Math.max(DISCARD_MIN_BYTES, DISCARD_LIMIT_MULTIPLE * limitBytes));
+      throw new AppError('payload_too_large', 'the body is larger than the limit');
+    }
     // A length mismatch, an aborted request, or compressed bytes that do not inflate.
     throw new AppError('invalid_json', 'the body is not valid JSON', { cause: err });
   }
@@ -59,6 +101,7 @@ export function jsonBody(options: { limitBytes: number }): Middleware[] {
   };
   const parse: Middleware = async (ctx, next) => {
     const bytes = await readBody(ctx, options.limitBytes);
+    ctx.state['bodyBytes'] = bytes.length;
     let text: string;
     try {
       text = utf8.decode(bytes);
