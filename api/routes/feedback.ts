@@ -40,10 +40,10 @@ function parse<S extends v.GenericSchema>(schema: S, input: unknown): v.InferOut
   throw new AppError('validation_failed', `${first.path} ${first.message}`, { details });
 }
 
-/** Size of the request body, characters (close enough to bytes for the enqueuer's limits). */
+/** Size of the request body, bytes (set by the jsonBody middleware), for the enqueuer's byte limits. */
 function bodyBytes(ctx: Context): number {
-  const raw: unknown = ctx.request.rawBody;
-  return typeof raw === 'string' ? raw.length : 0;
+  const n: unknown = ctx.state['bodyBytes'];
+  return typeof n === 'number' ? n : 0;
 }
 
 function idempotencyKey(ctx: Context): string | undefined {
