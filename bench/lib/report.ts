@@ -248,7 +248,7 @@ export function renderMarkdown(res: BenchResult): string {
       `| ${fmt(s.maxAcceptRps)} | ${fmt(s.targetRps)} | ${s.connections} | ${fmt(s.offeredRps)} | **${fmt(s.acceptedRps)}** (${fmt(s.serverAccepted)} in ${fmt(s.durationS, 1)} s) | ${fmt(s.non2xx + s.errors)}${codes.length > 0 ? ` ${JSON.stringify(Object.fromEntries(codes))}` : ''} | ${fmt(s.p50Ms, 1)} / ${fmt(s.p99Ms, 1)} | ${fmt(s.backlogStart)} / **${fmt(s.backlogMax)}** / ${fmt(s.backlogEnd)} | ${fmt(s.firstThirdMax)} / ${fmt(s.lastThirdMax)} | ${s.bounded ? 'yes' : '**no**'} | ${fmt(s.storeRate)} | ${fmt(s.lagP50Ms, 0)} / ${fmt(s.lagP99Ms, 0)} (${fmt(s.lagCount)}) | ${s.drained ? fmt(s.drainTailS, 2) : '**not drained**'} |`,
     );
     out.push('');
-    out.push(`Bounded: ${sustainedRule(s)}. Backlog jobs, one sample a second: ${s.backlogJobs.map((x) => fmt(x)).join(' ')}. Accepted writes not yet finished by the worker at the same instants: ${s.backlogWrites.map((x) => fmt(x)).join(' ')}.`);
+    out.push(`Bounded: ${sustainedRule(s)}. Backlog jobs, one sample a second from the start of the load and one when it stopped: ${s.backlogJobs.map((x) => fmt(x)).join(' ')}. Accepted writes not yet finished by the worker at the same instants: ${s.backlogWrites.map((x) => fmt(x)).join(' ')}.`);
   } else if (res.sustainedSkipped !== undefined) {
     out.push('');
     out.push(`## Sustained load: skipped (${res.sustainedSkipped})`);

@@ -176,7 +176,7 @@ export interface SustainedResult {
   readonly errors: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
-  /** Unfinished jobs (wait, active, delayed, prioritized, waiting-children), one sample a second from the start of the load to its end. */
+  /** Unfinished jobs (wait, active, delayed, prioritized, waiting-children), one sample a second from the start of the load, and one when it stops. */
   readonly backlogJobs: readonly number[];
   /** Accepted but not yet finished writes (autocannon's 2xx so far minus the worker's finished writes), at the same instants. */
   readonly backlogWrites: readonly number[];

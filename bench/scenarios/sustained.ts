@@ -39,20 +39,22 @@ export async function runSustained(ctx: Ctx, seconds: number, maxAcceptRps: numb
   const t0 = now();
   const run = runLoad({ url: `http://127.0.0.1:${ctx.ports.web}`, connections, requests: mix.requests, durationS: seconds, maxS: seconds + 30, rate: targetRps });
   let finished = false;
-  void run.done.then(
-    () => (finished = true),
-    () => (finished = true),
+  const ended = run.done.then(
+    () => void (finished = true),
+    () => void (finished = true),
   );
-  // One sample a second on the bench's own Redis connection, on a schedule fixed from t0 (no drift).
+  // One sample a second on the bench's own Redis connection, on a schedule fixed from t0 (no
+  // drift), and a last one as soon as the load stops: none is taken while the backlog drains after it.
   for (let k = 0; ; k++) {
     checkFatal();
+    const last = finished;
     const [j, w] = await Promise.all([backlogJobs(ctx.projectQueue), workerScrape(ctx)]);
     jobs.push(j);
     writes.push(Math.max(0, run.ok() - (processed(w) - processed(w0))));
     if (k > 0 && k % 10 === 0) progress(`  ${k} s: backlog ${fmt(j)} jobs / ${fmt(writes.at(-1))} writes, ${fmt(run.ok())} accepted`);
-    if (finished) break;
+    if (last) break;
     const wait = t0 + (k + 1) * 1000 - now();
-    if (wait > 0) await sleep(wait);
+    if (wait > 0) await Promise.race([sleep(wait), ended]);
   }
   const load = await run.done;
   const w1 = await workerScrape(ctx);
