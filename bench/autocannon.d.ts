@@ -17,6 +17,8 @@ declare module 'autocannon' {
       connections?: number;
       duration?: number;
       amount?: number;
+      /** Requests per second over all connections (each connection gets its share, per wall-clock second). */
+      overallRate?: number;
       timeout?: number;
       pipelining?: number;
       method?: string;

@@ -13,13 +13,14 @@ import { runLoad } from './lib/load.js';
 import { parseArgs } from './lib/options.js';
 import { hasWrk, runWrk } from './lib/wrk.js';
 import { killAllSync, spawnProc, stopAll, type Proc } from './lib/procs.js';
-import { fmt, renderMarkdown, renderSvg, roundRatios, summarize } from './lib/report.js';
+import { fmt, median, renderMarkdown, renderSvg, roundRatios, summarize } from './lib/report.js';
 import { freePort, startFerretDbServer, startRedisServer, waitForPort } from './lib/services.js';
-import type { BenchResult, BurstResult, Round } from './lib/types.js';
+import type { BenchResult, BurstResult, Round, SustainedResult } from './lib/types.js';
 import { checkFatal, connectStore, drainWithin, mixFor, progress, ROOT, SEED_RECORDS, serverOf, setFatal, sleep, STARTED, until, type Ctx } from './lib/runner.js';
 import { runCeilingOrDirect, runProject, runProjectB, runProjectLive, runTextbook } from './scenarios/accept.js';
 import { runBurst } from './scenarios/burst.js';
 import { resetProject, seed } from './scenarios/seed.js';
+import { runSustained } from './scenarios/sustained.js';
 
 /**
  * A TypeScript server of bench/ (baselines/, peers/) with its types stripped, in .cache/bench/:
@@ -81,7 +82,7 @@ async function main(): Promise<void> {
 
   const baselineJs = transpileServer('baselines/server.ts');
   const projectEnv = { ...opts.env, ...plumbing, QUEUE_NAME: 'bench-project' };
-  const needProject = want.has('project') || want.has('project_live') || opts.burst > 0;
+  const needProject = want.has('project') || want.has('project_live') || opts.burst > 0 || opts.sustainedS > 0;
   const spawnWorker = (mongoUrl: string) => spawnNode('worker', ['dist/worker/main.js'], { ...projectEnv, MONGODB_URI: `${mongoUrl}/bench_project`, PORT: '0', WORKER_METRICS_PORT: String(ports.worker) });
   const procs: Ctx['procs'] = {
     web: needProject ? spawnNode('web', ['dist/api/main.js'], { ...projectEnv, MONGODB_URI: `${ferret.url}/bench_project`, PORT: String(ports.web) }) : undefined,
@@ -131,6 +132,8 @@ async function main(): Promise<void> {
 
   const rounds: Round[] = [];
   const bursts: BurstResult[] = [];
+  let sustained: SustainedResult | undefined;
+  let sustainedSkipped: string | undefined;
   const machine: Record<string, string | number> = {
     cpus: cpus().length,
     cpuModel: cpus()[0]?.model ?? 'unknown',
@@ -142,7 +145,7 @@ async function main(): Promise<void> {
   let mixInfo = { recordBodyBytes: 0, responseBodyBytes: 0, meanBodyBytes: 0, recordShare: 0, connections: opts.connections };
 
   const finish = (partial: boolean) => {
-    const { medians, ratios, targets } = summarize(rounds, bursts);
+    const { medians, ratios, targets } = summarize(rounds, bursts, sustained);
     const result: BenchResult = {
       startedAt: STARTED.toISOString(),
       finishedAt: new Date().toISOString(),
@@ -154,6 +157,8 @@ async function main(): Promise<void> {
       mix: mixInfo,
       rounds,
       bursts,
+      ...(sustained === undefined ? {} : { sustained }),
+      ...(sustainedSkipped === undefined ? {} : { sustainedSkipped }),
       medians,
       ratios,
       targets,
@@ -244,11 +249,22 @@ async function main(): Promise<void> {
       for (const [i, size] of sizes.entries()) bursts.push(await runBurst(ctx, size, i));
     }
 
+    if (opts.sustainedS > 0) {
+      // Half of what the API alone accepted in this run's rounds (design project, worker paused).
+      const maxAccept = median(rounds.map((r) => r.runs.project?.rps));
+      if (maxAccept === undefined || maxAccept <= 0) {
+        sustainedSkipped = 'no accept round of design project in this run to take the max accept rate from (add project to --designs)';
+        progress(`sustained: skipped, ${sustainedSkipped}`);
+      } else {
+        sustained = await runSustained(ctx, opts.sustainedS, maxAccept);
+      }
+    }
+
     const { md, jsonPath } = finish(false);
     process.stdout.write(`${md}\n`);
     progress(`wrote ${relative(ROOT, jsonPath)}, ${relative(ROOT, jsonPath.replace(/\.json$/, '.md'))}${opts.quick ? ' (quick run: latest.md/latest.svg left alone)' : ', latest.md, latest.svg'}`);
   } catch (err) {
-    if (rounds.length > 0 || bursts.length > 0) {
+    if (rounds.length > 0 || bursts.length > 0 || sustained !== undefined) {
       try {
         const { jsonPath } = finish(true);
         progress(`partial results in ${relative(ROOT, jsonPath)}`);
@@ -274,6 +290,7 @@ const NOTES = [
   'Redis bytes per queued write: growth of used_memory while the paused run\'s writes wait in the queue, divided by the writes the API answered 200 for; compared with the mean JSON body of the mix.',
   'End-to-end lag: the worker\'s feedback_worker_lag_seconds histogram over the "(d) + worker" run and its drain (interpolated inside buckets).',
   'CPU µs/req: user+system CPU of each process (from /proc) over the run, per accepted request; "foreign" is CPU used by processes outside the benchmark (other jobs on this machine), which makes absolute numbers drift: compare ratios within a round.',
+  'Sustained load: autocannon at a fixed overall rate (overallRate: each connection sends its share at the start of every second, then waits for the next) of half the median accepted req/s of the (d) worker-paused rounds of the same run, the usual mix, with the worker draining on the same cores. Backlog: unfinished BullMQ jobs (getJobCounts: wait, active, delayed, prioritized, waiting-children) sampled every second on the bench\'s own Redis connection. Offered req/s counts answers of any status and errors. Lag: feedback_worker_lag_seconds of the writes stored during the window (difference of two scrapes of the worker\'s histogram, so only as fine as its buckets).',
 ];
 
 process.on('exit', () => killAllSync());

@@ -79,8 +79,8 @@ async function readBody(ctx: Context, limitBytes: number): Promise<Buffer> {
 /**
  * 415 for a Content-Type that is not JSON; a missing Content-Type is read as JSON (chatbot
  * integrations often omit it). Then the body is read with the size limit, decoded as strict UTF-8
- * and parsed into `ctx.state['body']`. An empty body is not JSON: 400 invalid_json. Non-object
- * JSON ("x", 3, []) parses and then fails validation as "must be a JSON object"; "__proto__" keys
+ * and parsed into `ctx.state['body']` (its size, bytes after any inflation, in
+ * `ctx.state['bodyBytes']`). An empty body is not JSON: 400 invalid_json. Non-object JSON ("x", 3, []) parses and then fails validation as "must be a JSON object"; "__proto__" keys
  * stay own properties (JSON.parse), reported by validation with their path.
  */
 export function jsonBody(options: { limitBytes: number }): Middleware[] {

@@ -154,9 +154,11 @@ export interface LoadRun {
 
 /**
  * One autocannon run on loopback: `durationS` seconds, or `amount` requests (then bounded by
- * `maxS`, after which it is stopped and reports what it got).
+ * `maxS`, after which it is stopped and reports what it got). With `rate`, at most that many
+ * requests per second over all connections (autocannon's `overallRate`: each connection sends its
+ * share at the start of every second, then waits for the next); without it, as fast as answered.
  */
-export function runLoad(spec: { url: string; connections: number; requests: autocannon.Request[]; durationS?: number; amount?: number; maxS: number; timeoutS?: number }): LoadRun {
+export function runLoad(spec: { url: string; connections: number; requests: autocannon.Request[]; durationS?: number; amount?: number; maxS: number; timeoutS?: number; rate?: number }): LoadRun {
   let ok = 0;
   let cap: NodeJS.Timeout | undefined;
   let instance: autocannon.Instance | undefined;
@@ -167,6 +169,7 @@ export function runLoad(spec: { url: string; connections: number; requests: auto
         connections: spec.connections,
         requests: spec.requests,
         timeout: spec.timeoutS ?? 10,
+        ...(spec.rate === undefined ? {} : { overallRate: Math.max(1, Math.round(spec.rate)) }),
         ...(spec.amount === undefined ? { duration: spec.durationS ?? 10 } : { amount: spec.amount }),
       },
       (err, r) => {

@@ -15,6 +15,8 @@ export interface Options {
   burstScale: number;
   drainS: number;
   burstDrainS: number;
+  /** Seconds of the sustained scenario (0 skips it). */
+  sustainedS: number;
   env: Record<string, string>;
   cpuProf: boolean;
   logs: boolean;
@@ -30,7 +32,8 @@ export interface Options {
 
 export const HELP = `usage: npm run bench -- [options]
 
-  --quick                 smoke run: 1 round of 3 s, 1 s warm-up, bursts of 5,000 and 2,500
+  --quick                 smoke run: 1 round of 3 s, 1 s warm-up, bursts of 5,000 and 2,500,
+                          10 s of sustained load
   --rounds N              rounds of every design (default 3)
   --duration S            seconds of load per design and round (default 10)
   --connections N         concurrent connections (default 100)
@@ -43,6 +46,9 @@ export const HELP = `usage: npm run bench -- [options]
   --drain S               longest wait for the worker to store a round's backlog (default 15); what
                           is not stored by then is thrown away (worker restarted, queue emptied)
   --burst-drain S         the same after each burst, from its last answer (default 120)
+  --sustained S           seconds of load at half the project's max accept rate (the median of its
+                          accept rounds in this run) with the worker live, sampling the backlog
+                          every second (default 60; 0 skips it)
   --designs a,b           subset of ${DESIGNS.join(',')}
   --loadgen G             wrk (default: C, one thread, leaves the server the cores) or autocannon
                           for the timed rounds; bursts and seeding always use autocannon
@@ -73,6 +79,7 @@ export function parseArgs(argv: readonly string[]): Options {
     burstScale: 0.5,
     drainS: quick ? 10 : 15,
     burstDrainS: quick ? 15 : 120,
+    sustainedS: quick ? 10 : 60,
     env: {},
     cpuProf: false,
     logs: false,
@@ -128,6 +135,9 @@ export function parseArgs(argv: readonly string[]): Options {
         break;
       case '--burst-drain':
         o.burstDrainS = num(a, next(), 1, 3600);
+        break;
+      case '--sustained':
+        o.sustainedS = num(a, next(), 0, 3600);
         break;
       case '--designs': {
         const list = (next() ?? '').split(',').map((s) => s.trim());

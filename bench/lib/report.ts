@@ -10,6 +10,7 @@ import {
   type RatioSummary,
   type Round,
   type RunSummary,
+  type SustainedResult,
   type Target,
 } from './types.js';
 
@@ -78,7 +79,7 @@ function meetsTarget(value: number | undefined, t: { op: '>=' | '<='; bound: num
   return t.op === '>=' ? value >= t.bound : value <= t.bound;
 }
 
-export function summarize(rounds: readonly Round[], bursts: readonly BurstResult[]): { medians: Partial<Record<Design, DesignMedians>>; ratios: RatioSummary[]; targets: Target[] } {
+export function summarize(rounds: readonly Round[], bursts: readonly BurstResult[], sustained?: SustainedResult): { medians: Partial<Record<Design, DesignMedians>>; ratios: RatioSummary[]; targets: Target[] } {
   const medians: Partial<Record<Design, DesignMedians>> = {};
   for (const d of DESIGNS) {
     const runs = rounds.map((r) => r.runs[d]).filter((x) => x !== undefined);
@@ -132,7 +133,23 @@ export function summarize(rounds: readonly Round[], bursts: readonly BurstResult
       targets.push({ name: 'burst: API RSS stays flat', value: `peak ${mb(small.apiRssKb.peak)} MB → ${mb(big.apiRssKb.peak)} MB (${rssRatio.toFixed(2)}×)`, target: '≤ 1.25× when the burst grows', met: rssRatio <= 1.25 });
     }
   }
+  if (sustained !== undefined) targets.push(sustainedTarget(sustained));
   return { medians, ratios, targets };
+}
+
+/** The rule of the sustained scenario, in words. */
+export const sustainedRule = (s: SustainedResult) =>
+  `max backlog over the last third of the samples ≤ ${s.boundFactor} × max over the first third + ${s.boundSlackJobs} jobs, and ≥ ${Math.round(s.minAcceptShare * 100)}% of the target rate accepted`;
+
+function sustainedTarget(s: SustainedResult): Target {
+  return {
+    name: `backlog bounded for ${fmt(s.seconds)} s at half the max accept rate`,
+    value:
+      `${fmt(s.acceptedRps)} of ${fmt(s.targetRps)} req/s accepted; backlog start ${fmt(s.backlogStart)} / max ${fmt(s.backlogMax)} / end ${fmt(s.backlogEnd)} jobs ` +
+      `(last third max ${fmt(s.lastThirdMax)}, first third max ${fmt(s.firstThirdMax)}${s.bounded ? '' : ': growing'})`,
+    target: `last-third max ≤ ${s.boundFactor} × first-third max + ${s.boundSlackJobs} jobs; accepted ≥ ${Math.round(s.minAcceptShare * 100)}% of target`,
+    met: s.met,
+  };
 }
 
 const cpuCell = (c: CpuPerRequest, role: string) => (c[role] === undefined || !Number.isFinite(c[role]) ? '–' : fmt(c[role], 0));
@@ -218,6 +235,23 @@ export function renderMarkdown(res: BenchResult): string {
         `| ${fmt(b.size)} | ${b.connections} | ${fmt(b.accepted)} (${fmt(b.serverAccepted)}) | ${stored} | ${b.exactlyOnce ? 'yes' : b.drained ? '**no**' : 'unknown'} | ${fmt(b.non2xx + b.errors)} | ${fmt(b.acceptS, 1)} (${fmt(b.acceptRps)}) | ${fmt(b.p99Ms, 0)} | ${b.drained ? fmt(b.drainS, 1) : '–'} | ${b.drained ? fmt(b.tailS, 1) : '–'} | ${fmt(b.peakBacklogWrites)} / ${fmt(b.peakBacklogJobs)} | ${mb(b.apiRssKb.before)} / ${mb(b.apiRssKb.peak)} / ${mb(b.apiRssKb.after)} | ${mb(b.workerRssKb.peak)} | ${fmt(b.redisUsedPeakBytes / 1048576, 0)} |`,
       );
     }
+  }
+  if (res.sustained !== undefined) {
+    const s = res.sustained;
+    out.push('');
+    out.push(`## Sustained load (worker live): backlog bounded for ${fmt(s.seconds)} s at half the max accept rate: ${s.met ? 'met' : '**not met**'}`);
+    out.push('');
+    out.push('| max accept req/s (d) | target req/s | conns | offered req/s | accepted req/s (server 200s) | non-2xx + errors | p50 / p99 ms | backlog jobs start / max / end | first / last third max | bounded | stored writes/s | lag p50 / p99 ms (writes) | rest stored after s |');
+    out.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+    const codes = Object.entries(s.statusCodes).filter(([c]) => !c.startsWith('2'));
+    out.push(
+      `| ${fmt(s.maxAcceptRps)} | ${fmt(s.targetRps)} | ${s.connections} | ${fmt(s.offeredRps)} | **${fmt(s.acceptedRps)}** (${fmt(s.serverAccepted)} in ${fmt(s.durationS, 1)} s) | ${fmt(s.non2xx + s.errors)}${codes.length > 0 ? ` ${JSON.stringify(Object.fromEntries(codes))}` : ''} | ${fmt(s.p50Ms, 1)} / ${fmt(s.p99Ms, 1)} | ${fmt(s.backlogStart)} / **${fmt(s.backlogMax)}** / ${fmt(s.backlogEnd)} | ${fmt(s.firstThirdMax)} / ${fmt(s.lastThirdMax)} | ${s.bounded ? 'yes' : '**no**'} | ${fmt(s.storeRate)} | ${fmt(s.lagP50Ms, 0)} / ${fmt(s.lagP99Ms, 0)} (${fmt(s.lagCount)}) | ${s.drained ? fmt(s.drainTailS, 2) : '**not drained**'} |`,
+    );
+    out.push('');
+    out.push(`Bounded: ${sustainedRule(s)}. Backlog jobs, one sample a second from the start of the load and one when it stopped: ${s.backlogJobs.map((x) => fmt(x)).join(' ')}. Accepted writes not yet finished by the worker at the same instants: ${s.backlogWrites.map((x) => fmt(x)).join(' ')}.`);
+  } else if (res.sustainedSkipped !== undefined) {
+    out.push('');
+    out.push(`## Sustained load: skipped (${res.sustainedSkipped})`);
   }
   if (res.notes.length > 0) {
     out.push('');

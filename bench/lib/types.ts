@@ -153,6 +153,56 @@ export interface BurstResult {
   readonly redisUsedPeakBytes: number;
 }
 
+/** The sustained scenario: a fixed request rate for a while with the worker live. */
+export interface SustainedResult {
+  /** Seconds asked for (--sustained). */
+  readonly seconds: number;
+  /** Seconds the load generator ran. */
+  readonly durationS: number;
+  /** The project's max accept rate in this run: median accepted req/s of its accept rounds (worker paused). */
+  readonly maxAcceptRps: number;
+  /** Half of it: the rate asked of autocannon (`overallRate`). */
+  readonly targetRps: number;
+  readonly connections: number;
+  /** Answers of any status plus errors, per second: what the server was actually offered. */
+  readonly offeredRps: number;
+  /** 2xx per second. */
+  readonly acceptedRps: number;
+  readonly accepted: number;
+  /** 200s counted by the API over the window. */
+  readonly serverAccepted: number;
+  readonly non2xx: number;
+  readonly statusCodes: Record<string, number>;
+  readonly errors: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  /** Unfinished jobs (wait, active, delayed, prioritized, waiting-children), one sample a second from the start of the load, and one when it stops. */
+  readonly backlogJobs: readonly number[];
+  /** Accepted but not yet finished writes (autocannon's 2xx so far minus the worker's finished writes), at the same instants. */
+  readonly backlogWrites: readonly number[];
+  readonly backlogStart: number;
+  readonly backlogMax: number;
+  readonly backlogEnd: number;
+  readonly firstThirdMax: number;
+  readonly lastThirdMax: number;
+  /** lastThirdMax <= factor × firstThirdMax + slack. */
+  readonly bounded: boolean;
+  readonly boundFactor: number;
+  readonly boundSlackJobs: number;
+  /** Writes the worker finished per second over the window. */
+  readonly storeRate: number;
+  /** End-to-end lag of writes stored during the window (feedback_worker_lag_seconds, difference of two scrapes). */
+  readonly lagP50Ms: number | undefined;
+  readonly lagP99Ms: number | undefined;
+  readonly lagCount: number;
+  /** Whether the backlog left at the end was stored within --drain seconds, and how long that took. */
+  readonly drained: boolean;
+  readonly drainTailS: number;
+  /** bounded, and at least {@link SustainedResult.minAcceptShare} of the target rate accepted. */
+  readonly met: boolean;
+  readonly minAcceptShare: number;
+}
+
 export interface Target {
   readonly name: string;
   readonly value: string;
@@ -195,6 +245,10 @@ export interface BenchResult {
   readonly mix: { readonly recordBodyBytes: number; readonly responseBodyBytes: number; readonly meanBodyBytes: number; readonly recordShare: number; readonly connections: number };
   readonly rounds: Round[];
   readonly bursts: BurstResult[];
+  /** Absent when skipped (--sustained 0, or no accept round of design project to take the rate from). */
+  readonly sustained?: SustainedResult;
+  /** Why the sustained scenario did not run, when --sustained was above 0. */
+  readonly sustainedSkipped?: string;
   readonly medians: Partial<Record<Design, DesignMedians>>;
   readonly ratios: RatioSummary[];
   readonly targets: Target[];
