@@ -8,7 +8,7 @@ import { ErrorCode } from '../shared/errors.js';
 import { createIdMinter } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
 import { createWriteQueue, type WriteQueue } from '../shared/queue.js';
-import { checkEvictionPolicy, createRedis } from '../shared/redis.js';
+import { checkEvictionPolicy, checkPersistence, createRedis } from '../shared/redis.js';
 import { createApp } from './app.js';
 import { createBacklogMonitor } from './backlog.js';
 import { createBatchingEnqueuer } from './enqueuer.js';
@@ -87,7 +87,10 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   });
 
   // Redis may be down at start: the API still starts (answering 503) and recovers by itself.
-  redis.once('ready', () => void checkEvictionPolicy(redis, logger));
+  redis.once('ready', () => {
+    void checkEvictionPolicy(redis, logger);
+    void checkPersistence(redis, logger);
+  });
   // Bounded: with MongoDB down the API starts with the API_KEYS keys and loads the others later.
   await Promise.all([keyStore.start(config.mongodbTimeoutMs), orderFloor.start(config.mongodbTimeoutMs)]);
 
