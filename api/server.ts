@@ -8,7 +8,7 @@ import { ErrorCode } from '../shared/errors.js';
 import { createIdMinter } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
 import { createWriteQueue, type WriteQueue } from '../shared/queue.js';
-import { checkEvictionPolicy, createRedis } from '../shared/redis.js';
+import { checkEvictionPolicy, checkPersistence, createRedis } from '../shared/redis.js';
 import { createApp } from './app.js';
 import { createBacklogMonitor } from './backlog.js';
 import { createBatchingEnqueuer } from './enqueuer.js';
@@ -87,7 +87,10 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   });
 
   // Redis may be down at start: the API still starts (answering 503) and recovers by itself.
-  redis.once('ready', () => void checkEvictionPolicy(redis, logger));
+  redis.once('ready', () => {
+    void checkEvictionPolicy(redis, logger);
+    void checkPersistence(redis, logger);
+  });
   // Bounded: with MongoDB down the API starts with the API_KEYS keys and loads the others later.
   await Promise.all([keyStore.start(config.mongodbTimeoutMs), orderFloor.start(config.mongodbTimeoutMs)]);
 
@@ -101,12 +104,33 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   server.requestTimeout = config.httpRequestTimeoutMs;
   server.keepAliveTimeout = config.httpKeepAliveTimeoutMs;
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket, logger));
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.port, config.host, () => resolve());
-  });
+  /** Everything but the server, in the order writes need: queued writes flushed before Redis closes. */
+  const closeConnections = async () => {
+    await enqueuer.drain();
+    await orderFloor.close();
+    backlog.stop();
+    await queue.close();
+    await scrapeQueue.close();
+    await redis.quit().catch(() => redis.disconnect());
+    await scrapeRedis.quit().catch(() => scrapeRedis.disconnect());
+    await keyStore.close();
+    await mongo.close();
+  };
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(config.port, config.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (err) {
+    await closeConnections();
+    throw new ListenError(config.host, config.port, err as NodeJS.ErrnoException);
+  }
+  // Only once bound: a process that says it listens does.
   const port = (server.address() as AddressInfo).port;
-  logger.info({ port, queue: config.queueName }, 'api listening');
+  logger.info({ host: config.host, port, queue: config.queueName }, 'api listening');
 
   let closing: Promise<void> | undefined;
   return {
@@ -119,19 +143,28 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
         await closed;
-        await enqueuer.drain();
-        await orderFloor.close();
-        backlog.stop();
-        await queue.close();
-        await scrapeQueue.close();
-        await redis.quit().catch(() => redis.disconnect());
-        await scrapeRedis.quit().catch(() => scrapeRedis.disconnect());
-        await keyStore.close();
-        await mongo.close();
+        await closeConnections();
       })();
       return closing;
     },
   };
+}
+
+const LISTEN_ERRORS: Readonly<Record<string, string>> = {
+  EADDRINUSE: 'address already in use',
+  EACCES: 'permission denied',
+  EADDRNOTAVAIL: 'address not available on this host',
+};
+
+/** The API could not bind its port; `message` is the one line main.ts prints before exiting 1. */
+export class ListenError extends Error {
+  readonly code: string | undefined;
+  constructor(host: string, port: number, cause: NodeJS.ErrnoException) {
+    const reason = (cause.code === undefined ? undefined : LISTEN_ERRORS[cause.code]) ?? cause.message;
+    super(`cannot listen on ${host}:${port}: ${reason}`, { cause });
+    this.name = 'ListenError';
+    this.code = cause.code;
+  }
 }
 
 /** Node's parser error codes that mean "headers too large" or "too slow". */

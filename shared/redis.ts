@@ -55,3 +55,22 @@ export async function checkEvictionPolicy(redis: Redis, logger: Logger): Promise
     return undefined;
   }
 }
+
+/**
+ * A 200 is only as durable as Redis: with AOF off, a Redis restart loses every queued write
+ * since the last RDB snapshot, if any. Returns whether AOF is on, or undefined when unreadable.
+ */
+export async function checkPersistence(redis: Redis, logger: Logger): Promise<boolean | undefined> {
+  try {
+    const info = await redis.info('persistence');
+    const aof = /aof_enabled:(\d)/.exec(info)?.[1];
+    if (aof === '1') logger.info({ aof_enabled: true }, 'Redis AOF is on');
+    else if (aof === '0') {
+      logger.warn({ aof_enabled: false }, 'Redis AOF is off (appendonly no): a Redis restart loses acknowledged writes still in the queue. Set appendonly yes (appendfsync everysec).');
+    }
+    return aof === undefined ? undefined : aof === '1';
+  } catch (err) {
+    logger.warn({ err: (err as Error).message }, 'could not read Redis persistence settings');
+    return undefined;
+  }
+}

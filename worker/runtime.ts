@@ -6,7 +6,7 @@ import { createDeadLetterStore } from '../shared/dead-letters.js';
 import type { Logger } from '../shared/logger.js';
 import { createMongo, type MongoHandle } from '../shared/mongo.js';
 import { sleep } from '../shared/process.js';
-import { checkEvictionPolicy, createRedis } from '../shared/redis.js';
+import { checkEvictionPolicy, checkPersistence, createRedis } from '../shared/redis.js';
 import { isTransientMongoError, TransientStoreError } from './errors.js';
 import { ensureIndexes } from './indexes.js';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.js';
@@ -61,6 +61,7 @@ export async function startWorker(config: Config, logger: Logger): Promise<Worke
   const writer = createFeedbackWriter({ db: mongo.db, logger, profile, leaseMs: config.writeLeaseMs });
   const redis = createRedis(config, 'worker', logger);
   void checkEvictionPolicy(redis, logger);
+  void checkPersistence(redis, logger);
   const queue = new Queue(config.queueName, { connection: redis });
   queue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
   const metrics = createWorkerMetrics({ defaultMetrics: true });

@@ -123,4 +123,43 @@ describe('logs', function () {
       expect(await policyLine(sharedServices().redisUrl)).to.include({ level: 'info', maxmemory_policy: 'noeviction' });
     });
   });
+
+  describe('Redis persistence', () => {
+    let durable: ManagedServer | undefined;
+    after(async () => {
+      await durable?.destroy();
+    });
+
+    /** The lines about AOF that the API and the worker logged at start-up, parsed. */
+    async function aofLines(redisUrl: string): Promise<Record<string, unknown>[]> {
+      const capture = capturingLogger();
+      const stack = await startStack(testConfig({}, { redisUrl, mongoUrl: sharedServices().mongoUrl }), { logger: capture.logger });
+      try {
+        const found = () => capture.lines.filter((l) => l.includes('"aof_enabled"')).map((l) => JSON.parse(l) as Record<string, unknown>);
+        await eventually(async () => (found().length >= 2 ? true : undefined), 10_000, 'the API\'s and the worker\'s AOF check');
+        return found();
+      } finally {
+        await stack.close();
+      }
+    }
+
+    it('the API and the worker each warn at start-up when Redis runs with AOF off (appendonly no)', async () => {
+      // The shared test Redis runs --appendonly no.
+      const lines = await aofLines(sharedServices().redisUrl);
+      expect(lines).to.have.length(2);
+      for (const line of lines) {
+        expect(line).to.include({ level: 'warn', aof_enabled: false });
+        expect(String(line['msg'])).to.match(/AOF is off.*appendonly yes/);
+      }
+    });
+
+    it('and neither warns when AOF is on', async () => {
+      durable = await startRedis({ durable: true });
+      const lines = await aofLines(durable.url);
+      expect(lines.map((l) => [l['level'], l['aof_enabled']])).to.deep.equal([
+        ['info', true],
+        ['info', true],
+      ]);
+    });
+  });
 });

@@ -1,0 +1,91 @@
+import { expect } from 'chai';
+import { spawn } from 'node:child_process';
+import { createServer, type Server } from 'node:net';
+import { TEST_KEY, uniqueName } from '../helpers/env.js';
+import { sharedServices } from '../helpers/root-hooks.js';
+import { freePort } from '../helpers/services.js';
+
+interface Run {
+  readonly code: number | null;
+  readonly output: string;
+}
+
+/**
+ * `node --import tsx api/main.ts` as the Procfile runs it, with the shared services and `port`.
+ * `whenListening` runs once the process has logged "api listening", then the process gets SIGTERM.
+ */
+function runApi(port: number, whenListening?: () => Promise<void>): Promise<Run> {
+  const { redisUrl, mongoUrl } = sharedServices();
+  const name = uniqueName('startup');
+  const child = spawn(process.execPath, ['--import', 'tsx', 'api/main.ts'], {
+    env: {
+      ...process.env,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      REDIS_URL: redisUrl,
+      MONGODB_URI: `${mongoUrl}/${name.replace(/-/g, '_')}`,
+      QUEUE_NAME: name,
+      API_KEYS: `${TEST_KEY.name}:${TEST_KEY.secret}`,
+      ID_SIGNING_SECRETS: 'test-id-signing-secret-0123456789',
+      LOG_LEVEL: 'info',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  let announced = false;
+  const checks: Promise<void>[] = [];
+  const collect = (chunk: string) => {
+    output += chunk;
+    if (!announced && output.includes('"api listening"') && whenListening !== undefined) {
+      announced = true;
+      checks.push(whenListening().finally(() => child.kill('SIGTERM')));
+    }
+  };
+  child.stdout.setEncoding('utf8').on('data', collect);
+  child.stderr.setEncoding('utf8').on('data', collect);
+  const killer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  return new Promise((resolve, reject) => {
+    child.once('close', (code) => {
+      clearTimeout(killer);
+      Promise.all(checks).then(() => resolve({ code, output }), reject);
+    });
+  });
+}
+
+describe('API start-up', function () {
+  this.timeout(60_000);
+
+  describe('when its port is taken', () => {
+    let blocker: Server;
+    let port: number;
+    before(async () => {
+      blocker = createServer();
+      await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', () => resolve()));
+      port = (blocker.address() as { port: number }).port;
+    });
+    after(() => new Promise<void>((resolve) => blocker.close(() => resolve())));
+
+    it('prints one clear line and exits 1, with no stack trace and no "api listening"', async () => {
+      const run = await runApi(port);
+      expect(run.code, run.output).to.equal(1);
+      const lines = run.output.split('\n').filter((l) => l.includes('cannot listen'));
+      expect(lines, run.output).to.deep.equal([`cannot listen on 127.0.0.1:${port}: address already in use`]);
+      expect(run.output).to.not.match(/\n\s+at |EADDRINUSE|Error:/);
+      expect(run.output).to.not.include('api listening');
+    });
+  });
+
+  it('logs "api listening" only once it answers on its port, and stops cleanly on SIGTERM', async () => {
+    const port = await freePort();
+    let health: number | undefined;
+    const run = await runApi(port, async () => {
+      // No retry: the line promises the port is bound.
+      health = (await fetch(`http://127.0.0.1:${port}/healthz`)).status;
+    });
+    expect(health, run.output).to.equal(200);
+    expect(run.code, run.output).to.equal(0);
+    const listening = run.output.split('\n').filter((l) => l.includes('"api listening"'));
+    expect(listening).to.have.length(1);
+    expect(JSON.parse(listening[0]!)).to.include({ host: '127.0.0.1', port });
+  });
+});
