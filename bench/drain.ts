@@ -12,10 +12,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Queue, Worker } from 'bullmq';
 import { MongoClient, type AnyBulkWriteOperation, type CommandFailedEvent, type CommandStartedEvent, type CommandSucceededEvent, type Db } from 'mongodb';
 import { loadConfig, type Config } from '../shared/config.js';
-import { createDeadLetterStore } from '../shared/dead-letters.js';
 import { createIdMinter } from '../shared/ids.js';
 import { encodeJob } from '../shared/job-payload.js';
 import { createLogger } from '../shared/logger.js';
@@ -26,11 +24,9 @@ import { createRedis } from '../shared/redis.js';
 import type { RecordWrite, ResponseWrite, Write } from '../shared/schemas.js';
 import { startFerretDb, startRedis, type ManagedServer } from '../test/helpers/services.js';
 import { firstResponseDoc, recordDoc, type RecordDoc, type ResponseDoc } from '../worker/documents.js';
+import type { JobSummary } from '../worker/processor.js';
 import { ensureIndexes } from '../worker/indexes.js';
-import { createWorkerMetrics } from '../worker/metrics.js';
-import { createWriteProcessor, type JobSummary } from '../worker/processor.js';
-import { detectStoreProfile } from '../worker/store-profile.js';
-import { createFeedbackWriter } from '../worker/writer.js';
+import { startWorker } from '../worker/runtime.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const T0 = Date.now();
@@ -262,9 +258,9 @@ interface DrainResult {
 
 /**
  * Queues the burst as the API does (deflated jobs of 200 writes on the write queue) with no worker
- * running, then starts the worker and times until every job has completed. The worker is the one
- * of worker/runtime.ts `startWorker` (same writer, processor and BullMQ Worker options), built
- * here on a MongoClient of ours so that its store commands can be counted.
+ * running, then starts the worker (worker/runtime.ts `startWorker`, on a MongoClient of ours so
+ * that its store commands can be counted) and times until every job has completed, from the call
+ * that starts it (its index check included).
  */
 async function drain(redisUrl: string, mon: Monitor, dbName: string, burst: Burst, seed: Seed): Promise<DrainResult> {
   const queueName = `drain-${randomBytes(4).toString('hex')}`;
@@ -279,21 +275,6 @@ async function drain(redisUrl: string, mon: Monitor, dbName: string, burst: Burs
   }
 
   const db = mon.client.db(dbName);
-  const profile = await detectStoreProfile(db, config.storeProfile);
-  await ensureIndexes(db);
-  const writer = createFeedbackWriter({ db, logger, profile, leaseMs: config.writeLeaseMs });
-  const redis = createRedis(config, 'worker', logger);
-  const pauser = new Queue(config.queueName, { connection: redis });
-  const processor = createWriteProcessor({
-    writer,
-    deadLetters: createDeadLetterStore(db),
-    logger,
-    metrics: createWorkerMetrics({ defaultMetrics: false }),
-    queueName: config.queueName,
-    storeRetryMaxDelayMs: config.storeRetryMaxDelayMs,
-    pauseQueue: (ms) => pauser.rateLimit(ms),
-    maxInflatedBytes: 6 * Math.max(config.batchMaxBytes, config.bodyLimitBytes) + config.batchMaxItems * 4096,
-  });
   const summary = { records: 0, responses: 0, stale: 0, dead_lettered: 0 };
   let completed = 0;
   let failedAttempts = 0;
@@ -301,13 +282,9 @@ async function drain(redisUrl: string, mon: Monitor, dbName: string, burst: Burs
   const allDone = new Promise<void>((res) => (done = res));
   mon.take();
   const started = process.hrtime.bigint();
-  const worker = new Worker(config.queueName, (job, token) => processor.process(job, token), {
-    connection: redis,
-    concurrency: config.workerConcurrency,
-    lockDuration: config.jobLockMs,
-    maxStalledCount: config.jobMaxStalled,
-    stalledInterval: config.jobStalledIntervalMs,
-  });
+  // The service's own worker, on our client so that its store commands are counted.
+  const runtime = await startWorker(config, logger, { mongo: { client: mon.client, db, close: async () => undefined }, defaultMetrics: false });
+  const worker = runtime.worker;
   worker.on('completed', (_job, r: JobSummary) => {
     summary.records += r.records;
     summary.responses += r.responses;
@@ -318,18 +295,14 @@ async function drain(redisUrl: string, mon: Monitor, dbName: string, burst: Burs
   worker.on('failed', (job, err) => {
     failedAttempts++;
     log(`job ${job?.id ?? '?'} attempt failed: ${err.message}`);
-    void processor.onFailed(job, err);
   });
   await allDone;
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const commands = mon.take();
   const storeSeconds = mon.lastSeconds();
   const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'failed');
-  await worker.close();
-  writer.close();
-  await pauser.close();
+  await runtime.close();
   await queue.close();
-  await redis.quit();
   await producer.quit();
   const verified = await verify(db, seed, burst);
   const left = Object.values(counts).reduce((a, b) => a + b, 0);

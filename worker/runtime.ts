@@ -51,11 +51,19 @@ async function prepareStore(mongo: MongoHandle, config: Config, logger: Logger):
   }
 }
 
+export interface WorkerOptions {
+  /** A MongoDB connection of the caller's (the bench counts its commands); closing it stays with the caller. */
+  readonly mongo?: MongoHandle;
+  /** Node's default process metrics on the worker's registry. Default true. */
+  readonly defaultMetrics?: boolean;
+}
+
 /** Prepares the store, then starts draining the queue. */
-export async function startWorker(config: Config, logger: Logger): Promise<WorkerRuntime> {
-  const mongo = createMongo(config);
+export async function startWorker(config: Config, logger: Logger, options: WorkerOptions = {}): Promise<WorkerRuntime> {
+  const ownMongo = options.mongo === undefined;
+  const mongo = options.mongo ?? createMongo(config);
   const profile = await prepareStore(mongo, config, logger).catch(async (err: unknown) => {
-    await mongo.close();
+    if (ownMongo) await mongo.close();
     throw err;
   });
   const writer = createFeedbackWriter({ db: mongo.db, logger, profile, leaseMs: config.writeLeaseMs });
@@ -64,7 +72,7 @@ export async function startWorker(config: Config, logger: Logger): Promise<Worke
   void checkPersistence(redis, logger);
   const queue = new Queue(config.queueName, { connection: redis });
   queue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
-  const metrics = createWorkerMetrics({ defaultMetrics: true });
+  const metrics = createWorkerMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   const processor = createWriteProcessor({
     writer,
     deadLetters: createDeadLetterStore(mongo.db),
@@ -120,7 +128,7 @@ export async function startWorker(config: Config, logger: Logger): Promise<Worke
         writer.close();
         metricsServer?.close();
         await queue.close();
-        await mongo.close();
+        if (ownMongo) await mongo.close();
         await redis.quit().catch(() => redis.disconnect());
       })();
       return closing;

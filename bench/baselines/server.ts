@@ -26,11 +26,12 @@ import type * as LoggerModule from '../../shared/logger.js';
 import type * as MongoModule from '../../shared/mongo.js';
 import type * as SchemasModule from '../../shared/schemas.js';
 import type * as IndexesModule from '../../worker/indexes.js';
+import type * as DocumentsModule from '../../worker/documents.js';
 
 const ROOT = process.cwd();
 const dist = async <T>(rel: string): Promise<T> => (await import(pathToFileURL(resolve(ROOT, 'dist', rel)).href)) as T;
 
-const [{ createApp }, { createApiMetrics }, { createKeyVerifier }, { loadConfig }, { AppError }, { createIdMinter }, { createLogger }, { createMongo, COLLECTIONS }, { ensureIndexes }] =
+const [{ createApp }, { createApiMetrics }, { createKeyVerifier }, { loadConfig }, { AppError }, { createIdMinter }, { createLogger }, { createMongo, COLLECTIONS }, { ensureIndexes }, { recordDoc }] =
   await Promise.all([
     dist<typeof AppModule>('api/app.js'),
     dist<typeof MetricsModule>('api/metrics.js'),
@@ -41,6 +42,7 @@ const [{ createApp }, { createApiMetrics }, { createKeyVerifier }, { loadConfig 
     dist<typeof LoggerModule>('shared/logger.js'),
     dist<typeof MongoModule>('shared/mongo.js'),
     dist<typeof IndexesModule>('worker/indexes.js'),
+    dist<typeof DocumentsModule>('worker/documents.js'),
   ]);
 
 type Enqueuer = EnqueuerModule.Enqueuer;
@@ -68,19 +70,7 @@ async function buildEnqueuer(): Promise<Enqueuer> {
       const store = async (w: Write) => {
         const at = new Date(w.accepted_at);
         if (w.kind === 'record') {
-          await records.insertOne({
-            _id: w.record_id,
-            feedback_dataset_id: w.record.feedback_dataset_id,
-            field_to_value: w.record.field_to_value,
-            ...(w.record.external_id === undefined ? {} : { external_id: w.record.external_id }),
-            ...(w.record.metadata === undefined ? {} : { metadata: w.record.metadata }),
-            status: 'submitted',
-            first_response: { _id: w.response_id, ...w.response },
-            api_key: w.api_key,
-            request_id: w.request_id,
-            created_at: at,
-            updated_at: at,
-          });
+          await records.insertOne({ ...recordDoc(w), first_response: { _id: w.response_id, ...w.response } });
         } else {
           await responses.updateOne(
             { _id: w.response_id },

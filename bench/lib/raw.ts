@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Db } from 'mongodb';
 import { COLLECTIONS } from '../../shared/mongo.js';
 import type { RecordWrite } from '../../shared/schemas.js';
-import type { RecordDoc, ResponseDoc } from '../../worker/documents.js';
+import { firstResponseDoc, recordDoc, type RecordDoc, type ResponseDoc } from '../../worker/documents.js';
 
 export interface RawRate {
   /** Writes (a record with its first response, or a response) stored per second. */
@@ -39,33 +39,9 @@ export async function rawInsertManyRate(db: Db, sample: RecordWrite, options: { 
       const responseDocs: ResponseDoc[] = [];
       for (let i = 0; i < batch; i++) {
         const recordId = id('rec');
-        if (i < recordsPerBatch) {
-          recordDocs.push({
-            _id: recordId,
-            feedback_dataset_id: sample.record.feedback_dataset_id,
-            field_to_value: sample.record.field_to_value,
-            ...(sample.record.external_id === undefined ? {} : { external_id: sample.record.external_id }),
-            ...(sample.record.metadata === undefined ? {} : { metadata: sample.record.metadata }),
-            status: 'submitted',
-            api_key: sample.api_key,
-            request_id: sample.request_id,
-            created_at: at,
-            updated_at: at,
-          });
-        }
-        responseDocs.push({
-          _id: id('rsp'),
-          feedback_record_id: recordId,
-          feedback_dataset_id: sample.record.feedback_dataset_id,
-          user_id: sample.response.user_id,
-          status: sample.response.status,
-          values: sample.response.values,
-          seq: n,
-          api_key: sample.api_key,
-          request_id: sample.request_id,
-          created_at: at,
-          updated_at: at,
-        });
+        const write: RecordWrite = { ...sample, record_id: recordId, response_id: id('rsp'), accepted_at: at.getTime() };
+        if (i < recordsPerBatch) recordDocs.push(recordDoc(write));
+        responseDocs.push(firstResponseDoc({ write, seq: n, index: 0 }));
       }
       await records.insertMany(recordDocs, { ordered: false });
       await responses.insertMany(responseDocs, { ordered: false });
