@@ -53,6 +53,16 @@ export interface EnqueuerOptions {
   readonly compression: JobCompression;
 }
 
+/** ioredis' refusal of a command it could not send (no connection and `enableOfflineQueue: false`). */
+const NOT_SENT = /enableOfflineQueue|Stream isn't writeable/;
+const NOT_QUEUED_MESSAGE = 'the write was not queued (it was never sent to Redis)';
+/**
+ * The 503 message of a write whose job may have reached Redis after all (documented in the README:
+ * retry with the same Idempotency-Key). Exported for the fault suite's ledger, which books such a
+ * write as "stored once or not at all" instead of "refused".
+ */
+export const OUTCOME_UNKNOWN_MESSAGE = 'the write may or may not have been queued (Redis did not acknowledge it); retry with the same Idempotency-Key';
+
 interface Item {
   readonly write: Write;
   readonly bytes: number;
@@ -83,15 +93,17 @@ export function createBatchingEnqueuer(options: EnqueuerOptions): Enqueuer {
         return batch.map((item, index) => ({ jobId, index, seq: item.write.seq! }));
       } catch (err) {
         logger.warn({ err: (err as Error).message, writes: batch.length }, 'enqueue failed');
-        // A timeout cannot un-send the job: it may still be queued. The client retries with the
-        // same Idempotency-Key; the write's order, minted before, keeps a late copy from
-        // overwriting anything accepted after it.
-        throw unavailable('the write could not be queued (its outcome is unknown if Redis timed out); retry later with the same Idempotency-Key', err);
+        // ioredis refuses a command it cannot write (no connection, no offline queue): the job was
+        // never sent. Anything else (a timeout, a connection lost mid-command) cannot un-send the
+        // job: it may still be queued. The client retries with the same Idempotency-Key; the
+        // write's order, minted before, keeps a late copy from overwriting anything accepted after it.
+        if (NOT_SENT.test((err as Error).message)) throw unavailable(`${NOT_QUEUED_MESSAGE}; retry later`, err);
+        throw unavailable(OUTCOME_UNKNOWN_MESSAGE, err);
       }
     },
   });
 
-  const expired = () => unavailable('the write was not queued in time (it was never sent); retry later');
+  const expired = () => unavailable(`${NOT_QUEUED_MESSAGE} in time; retry later`);
 
   return {
     enqueue(write, bytes) {

@@ -2,6 +2,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { Agent } from 'node:http';
 import type { Db } from 'mongodb';
 import { createIdMinter } from '../../shared/ids.js';
+import { OUTCOME_UNKNOWN_MESSAGE } from '../../api/enqueuer.js';
 import { COLLECTIONS } from '../../shared/mongo.js';
 import { ID_SECRET, LEDGER_KEY } from './cluster.js';
 import { NoAnswer, errorShape, send, type HttpAnswer } from './http.js';
@@ -11,7 +12,8 @@ import { NoAnswer, errorShape, send, type HttpAnswer } from './http.js';
  * - `acked`: 200 with ids. The write must be stored exactly once.
  * - `refused`: a definite non-200 answer (4xx, 503). Nothing may be stored.
  * - `unsent`: the connection was refused; the server never saw the request. Nothing may be stored.
- * - `unknown`: sent, but no answer (the process died, the connection broke). Stored once or not at all.
+ * - `unknown`: sent, but no answer (the process died, the connection broke), or a 503 saying the
+ *   job may have reached Redis (a timeout, a connection lost mid-command). Stored once or not at all.
  */
 type Outcome = 'pending' | 'acked' | 'refused' | 'unsent' | 'unknown';
 
@@ -246,8 +248,10 @@ export class Ledger {
     }
     entry.status = result.status;
     if (result.status !== 200) {
-      entry.outcome = 'refused';
-      entry.code = errorShape(result.json)?.code ?? `unshaped:${result.text.slice(0, 80)}`;
+      const shape = errorShape(result.json);
+      // A 503 whose job may have reached Redis after all (a timeout, a connection lost mid-command).
+      entry.outcome = shape?.code === 'queue_unavailable' && shape.message === OUTCOME_UNKNOWN_MESSAGE ? 'unknown' : 'refused';
+      entry.code = shape?.code ?? `unshaped:${result.text.slice(0, 80)}`;
       return;
     }
     const b = result.json as { feedback_record_id?: unknown; feedback_response_id?: unknown } | undefined;
