@@ -6,6 +6,7 @@ import { createDeadLetterStore } from '../shared/dead-letters.js';
 import type { Logger } from '../shared/logger.js';
 import { createMongo, type MongoHandle } from '../shared/mongo.js';
 import { sleep } from '../shared/process.js';
+import { logConnections } from '../shared/redact-url.js';
 import { checkEvictionPolicy, checkPersistence, createRedis } from '../shared/redis.js';
 import { isTransientMongoError, TransientStoreError } from './errors.js';
 import { ensureIndexes } from './indexes.js';
@@ -60,6 +61,7 @@ export interface WorkerOptions {
 
 /** Prepares the store, then starts draining the queue. */
 export async function startWorker(config: Config, logger: Logger, options: WorkerOptions = {}): Promise<WorkerRuntime> {
+  logConnections(logger, config);
   const ownMongo = options.mongo === undefined;
   const mongo = options.mongo ?? createMongo(config);
   const profile = await prepareStore(mongo, config, logger).catch(async (err: unknown) => {
