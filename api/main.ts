@@ -1,5 +1,6 @@
 import { asyncStdout, createLogger } from '../shared/logger.js';
 import { loadConfigOrExit, onShutdownSignal } from '../shared/process.js';
+import { DevKeyExposedError } from './dev-key-guard.js';
 import { ListenError, startApi } from './server.js';
 
 const config = loadConfigOrExit(process.env);
@@ -9,9 +10,10 @@ try {
   const api = await startApi(config, logger);
   onShutdownSignal(logger, config.shutdownTimeoutMs, () => api.close());
 } catch (err) {
-  // A port in use is an operator's error, not a bug: one line, as for a bad setting, then exit 1.
-  // startApi has closed its connections; exit() still, so that no stray handle keeps it running.
-  if (!(err instanceof ListenError)) throw err;
+  // A port in use, or the development key on a public address, is an operator's error, not a bug:
+  // one line, as for a bad setting, then exit 1. startApi has closed its connections; exit()
+  // still, so that no stray handle keeps it running.
+  if (!(err instanceof ListenError) && !(err instanceof DevKeyExposedError)) throw err;
   logger.flush?.();
   process.stderr.write(`${err.message}\n`);
   process.exit(1);

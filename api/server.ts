@@ -11,6 +11,7 @@ import { createWriteQueue, type WriteQueue } from '../shared/queue.js';
 import { checkEvictionPolicy, checkPersistence, createRedis } from '../shared/redis.js';
 import { createApp } from './app.js';
 import { createBacklogMonitor } from './backlog.js';
+import { assertDevKeyOnLoopback } from './dev-key-guard.js';
 import { createBatchingEnqueuer } from './enqueuer.js';
 import { createIdempotencyStore } from './idempotency.js';
 import { createApiMetrics } from './metrics.js';
@@ -19,6 +20,7 @@ import { chainKeyVerifiers, createKeyVerifier } from './middleware/auth.js';
 import { createKeyStore } from './key-store.js';
 import { createDeadLetterAdmin } from '../shared/dead-letter-admin.js';
 import { createMongo } from '../shared/mongo.js';
+import { logConnections } from '../shared/redact-url.js';
 import { createOrderClock } from '../shared/order-clock.js';
 import { createOrderFloor } from './order-floor.js';
 
@@ -36,6 +38,9 @@ export interface ApiServer {
 
 /** Builds everything the API needs from `config` and listens. */
 export async function startApi(config: Config, logger: Logger): Promise<ApiServer> {
+  // Before any connection is opened: nothing to close when it refuses.
+  assertDevKeyOnLoopback(config);
+  logConnections(logger, config);
   if (config.apiKeys.length === 0) logger.warn('API_KEYS is empty: every write will be refused with 401');
   if (config.idSigningSecretIsDefault) logger.warn('ID_SIGNING_SECRETS is not set: using the development secret (set it in production)');
   const redis = createRedis(config, 'producer', logger);

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
+import { DEV_API_KEY_SECRET } from '../../api/dev-key-guard.js';
 import { TEST_KEY, uniqueName } from '../helpers/env.js';
 import { sharedServices } from '../helpers/root-hooks.js';
 import { freePort } from '../helpers/services.js';
@@ -13,8 +14,9 @@ interface Run {
 /**
  * `node --import tsx api/main.ts` as the Procfile runs it, with the shared services and `port`.
  * `whenListening` runs once the process has logged "api listening", then the process gets SIGTERM.
+ * `env` overrides the variables set here.
  */
-function runApi(port: number, whenListening?: () => Promise<void>): Promise<Run> {
+function runApi(port: number, whenListening?: () => Promise<void>, env: Record<string, string> = {}): Promise<Run> {
   const { redisUrl, mongoUrl } = sharedServices();
   const name = uniqueName('startup');
   const child = spawn(process.execPath, ['--import', 'tsx', 'api/main.ts'], {
@@ -28,6 +30,7 @@ function runApi(port: number, whenListening?: () => Promise<void>): Promise<Run>
       API_KEYS: `${TEST_KEY.name}:${TEST_KEY.secret}`,
       ID_SIGNING_SECRETS: 'test-id-signing-secret-0123456789',
       LOG_LEVEL: 'info',
+      ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -87,5 +90,49 @@ describe('API start-up', function () {
     const listening = run.output.split('\n').filter((l) => l.includes('"api listening"'));
     expect(listening).to.have.length(1);
     expect(JSON.parse(listening[0]!)).to.include({ host: '127.0.0.1', port });
+  });
+
+  describe('with the development key', () => {
+    const DEV_KEYS = `dev:${DEV_API_KEY_SECRET}`;
+
+    it('refuses to start on a non-loopback HOST: one line naming HOST, exit 1, never listening', async () => {
+      const port = await freePort();
+      const run = await runApi(port, undefined, { API_KEYS: DEV_KEYS, HOST: '0.0.0.0' });
+      expect(run.code, run.output).to.equal(1);
+      const lines = run.output.split('\n').filter((l) => l.includes('refusing to start'));
+      expect(lines, run.output).to.have.length(1);
+      expect(lines[0]).to.match(/^refusing to start: .*HOST=0\.0\.0\.0 is not a loopback address/);
+      expect(run.output).to.not.match(/\n\s+at |Error:/);
+      expect(run.output).to.not.include('api listening');
+      expect(run.output).to.not.include(DEV_API_KEY_SECRET);
+    });
+
+    it('starts on loopback, accepts the key, and says which Redis and MongoDB (URI and database) it uses', async () => {
+      const port = await freePort();
+      let status: number | undefined;
+      const run = await runApi(
+        port,
+        async () => {
+          status = (await fetch(`http://127.0.0.1:${port}/feedback-record`, { method: 'POST', headers: { Authorization: 'Bearer nope' }, body: '{}' })).status;
+          const res = await fetch(`http://127.0.0.1:${port}/feedback-record`, {
+            method: 'POST',
+            headers: { Authorization: `Bearer ${DEV_API_KEY_SECRET}`, 'Content-Type': 'application/json' },
+            body: JSON.stringify({ record: { feedback_dataset_id: 'ds-startup', field_to_value: { q: 1 } }, response: { values: { v: 1 } } }),
+          });
+          expect(status, 'a wrong key').to.equal(401);
+          status = res.status;
+        },
+        { API_KEYS: DEV_KEYS, HOST: '127.0.0.1' },
+      );
+      expect(status, run.output).to.equal(200);
+      expect(run.code, run.output).to.equal(0);
+      const using = run.output.split('\n').filter((l) => l.includes('"using Redis'));
+      expect(using, run.output).to.have.length(1);
+      const line = JSON.parse(using[0]!) as Record<string, unknown>;
+      const { redisUrl, mongoUrl } = sharedServices();
+      expect(line['redis']).to.equal(redisUrl);
+      expect(String(line['mongodb'])).to.match(new RegExp(`^${mongoUrl}/startup_[0-9a-f]{8}$`));
+      expect(line['database']).to.equal(String(line['mongodb']).split('/').pop());
+    });
   });
 });
