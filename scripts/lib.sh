@@ -80,8 +80,8 @@ ensure_test_servers() {
   export FERRETDB_BIN
 }
 
-# True when something answers a TCP connection on 127.0.0.1:$1.
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# True when something answers a TCP connection on port $1 of host $2 (default 127.0.0.1).
+port_open() { (exec 3<>"/dev/tcp/${2:-127.0.0.1}/$1") 2>/dev/null; }
 
 wait_port() {
   local port="$1" what="$2"
