@@ -1,0 +1,204 @@
+import { expect } from 'chai';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DEV_API_KEY_SECRET } from '../../api/dev-key-guard.js';
+import { freePort } from '../helpers/services.js';
+import { eventually, recordBody } from '../helpers/stack.js';
+
+/** A process as /proc shows it; `start` (clock ticks since boot) tells a reused pid apart. */
+interface Proc {
+  readonly pid: number;
+  readonly start: string;
+  readonly command: string;
+}
+
+/** pid, ppid, state and start time of every process, from /proc/<pid>/stat. */
+function processTable(): Map<number, { ppid: number; state: string; start: string }> {
+  const table = new Map<number, { ppid: number; state: string; start: string }>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      table.set(Number(entry), { state: fields[0]!, ppid: Number(fields[1]), start: fields[19]! });
+    } catch {
+      // exited while we read
+    }
+  }
+  return table;
+}
+
+/** Every live descendant of `root`, with its command line. */
+function descendants(root: number): Proc[] {
+  const table = processTable();
+  const found: Proc[] = [];
+  const walk = (parent: number) => {
+    for (const [pid, p] of table) {
+      if (p.ppid !== parent || p.state === 'Z') continue;
+      let command: string;
+      try {
+        command = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim();
+      } catch {
+        continue;
+      }
+      found.push({ pid, start: p.start, command });
+      walk(pid);
+    }
+  };
+  walk(root);
+  return found;
+}
+
+/** Alive: the same process (same start time) still exists and is not a zombie. */
+function alive(proc: Proc): boolean {
+  const p = processTable().get(proc.pid);
+  return p !== undefined && p.start === proc.start && p.state !== 'Z';
+}
+
+/** The postmaster of a PostgreSQL data directory: pg_ctl daemonises it, so it is nobody's descendant. */
+function postmaster(dataDir: string): Proc | undefined {
+  const file = join(dataDir, 'postmaster.pid');
+  if (!existsSync(file)) return undefined;
+  const pid = Number(readFileSync(file, 'utf8').split('\n')[0]);
+  const p = processTable().get(pid);
+  return p === undefined ? undefined : { pid, start: p.start, command: 'postgres (postmaster)' };
+}
+
+function portAnswers(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+/** Variables of the test run that would point the script at other servers or keys. */
+const INHERITED_OUT = ['REDIS_URL', 'REDIS_TLS_URL', 'MONGODB_URI', 'API_KEYS', 'ADMIN_API_KEY_NAMES', 'HOST', 'PORT', 'QUEUE_NAME', 'LOG_LEVEL', 'NODE_ENV', 'ID_SIGNING_SECRETS'];
+
+/**
+ * `npm start` exactly as a newcomer runs it (the dev key, its own Redis and FerretDB), on free
+ * ports and a temporary run directory, then one signal to the npm process alone.
+ * Slow: each case builds with tsc and starts Redis and FerretDB (and PostgreSQL for SIGTERM),
+ * about 10–40 s per case on a busy 2-core machine.
+ */
+describe('npm start (scripts/start.sh)', function () {
+  this.timeout(240_000);
+
+  let child: ChildProcess | undefined;
+  let runDir: string | undefined;
+  let seen: Proc[] = [];
+
+  afterEach(async () => {
+    // Whatever a failed case left: the process group of npm, what it started, the cluster.
+    if (child?.pid !== undefined && child.exitCode === null && child.signalCode === null) {
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+    for (const proc of seen) if (alive(proc)) process.kill(proc.pid, 'SIGKILL');
+    if (runDir !== undefined) {
+      if (existsSync(join(runDir, 'postgres', 'postmaster.pid'))) {
+        execFileSync('bash', ['scripts/pg-cluster.sh', 'stop', join(runDir, 'postgres')], { stdio: 'ignore', timeout: 60_000 });
+      }
+      rmSync(runDir, { recursive: true, force: true });
+    }
+    child = undefined;
+    runDir = undefined;
+    seen = [];
+  });
+
+  for (const { signal, store, exitCode } of [
+    { signal: 'SIGTERM', store: 'postgresql', exitCode: 143 },
+    { signal: 'SIGINT', store: 'sqlite', exitCode: 130 },
+  ] as const) {
+    it(`${signal} to the npm process alone stops everything it started (FerretDB on ${store}), frees every port and exits`, async () => {
+      const ports = { PORT: 0, LOCAL_REDIS_PORT: 0, LOCAL_MONGODB_PORT: 0, LOCAL_POSTGRES_PORT: 0 };
+      const taken = new Set<number>();
+      for (const name of Object.keys(ports) as (keyof typeof ports)[]) {
+        let port = await freePort();
+        while (taken.has(port)) port = await freePort();
+        taken.add(port);
+        ports[name] = port;
+      }
+      runDir = mkdtempSync(join(tmpdir(), 'fi-start-'));
+      // As root the private PostgreSQL runs as an unprivileged user, which must traverse this directory.
+      chmodSync(runDir, 0o711);
+      const env: Record<string, string> = {};
+      for (const [key, value] of Object.entries(process.env)) if (value !== undefined && !INHERITED_OUT.includes(key)) env[key] = value;
+      Object.assign(env, Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])), { LOCAL_STORE: store, LOCAL_RUN_DIR: runDir });
+
+      // Its own process group, so that no terminal signal reaches it and a failed case can clean up the group.
+      const npm = spawn('npm', ['start'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+      child = npm;
+      let output = '';
+      npm.stdout!.setEncoding('utf8').on('data', (s: string) => (output += s));
+      npm.stderr!.setEncoding('utf8').on('data', (s: string) => (output += s));
+      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => npm.once('exit', (code, sig) => resolve({ code, signal: sig })));
+
+      const api = `http://127.0.0.1:${ports.PORT}`;
+      await eventually(
+        async () => {
+          if (npm.exitCode !== null) throw new Error(`npm start exited (${npm.exitCode}) before the API answered:\n${output}`);
+          const res = await fetch(`${api}/healthz`).catch(() => undefined);
+          return res?.status === 200 ? true : undefined;
+        },
+        180_000,
+        'the API of npm start to answer /healthz',
+      );
+
+      // The development key works end to end: a write, and the admin pages.
+      const auth = { Authorization: `Bearer ${DEV_API_KEY_SECRET}` };
+      const write = await fetch(`${api}/feedback-record`, { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: JSON.stringify(recordBody()) });
+      expect(write.status, await write.text()).to.equal(200);
+      expect((await fetch(`${api}/admin/dead-letters`, { headers: auth })).status, 'GET /admin/dead-letters with the development key').to.equal(200);
+      expect((await fetch(`${api}/admin/queues`, { headers: auth })).status, 'GET /admin/queues with the development key').to.equal(200);
+
+      // It says what it runs on, and that it started its own servers on the ports it was given.
+      await eventually(async () => (output.includes('feedback-ingest is running.') ? true : undefined), 10_000, 'the start-up summary');
+      expect(output).to.include(`Redis: started its own on 127.0.0.1:${ports.LOCAL_REDIS_PORT}`);
+      expect(output).to.include(`MongoDB: started its own FerretDB on 127.0.0.1:${ports.LOCAL_MONGODB_PORT}`);
+      expect(output).to.include('Authorization: Bearer dev-secret-key-change-me').and.match(/scopes: every one/);
+      expect(output).to.match(new RegExp(`"name":"api".*"redis":"redis://127\\.0\\.0\\.1:${ports.LOCAL_REDIS_PORT}","mongodb":"mongodb://127\\.0\\.0\\.1:${ports.LOCAL_MONGODB_PORT}/feedback","database":"feedback"`));
+      expect(output).to.match(new RegExp(`"name":"worker".*"redis":"redis://127\\.0\\.0\\.1:${ports.LOCAL_REDIS_PORT}"`));
+      expect(output).to.match(new RegExp(`"host":"127\\.0\\.0\\.1","port":${ports.PORT}.*"api listening"`));
+
+      seen = descendants(npm.pid!);
+      const commands = seen.map((p) => p.command);
+      for (const part of ['scripts/start.sh', 'redis-server', 'ferretdb', 'dist/api/main.js', 'dist/worker/main.js']) {
+        expect(commands.some((c) => c.includes(part)), `a descendant running ${part} in ${JSON.stringify(commands)}`).to.equal(true);
+      }
+      if (store === 'postgresql') {
+        const pg = postmaster(join(runDir, 'postgres'));
+        expect(pg, 'the private PostgreSQL of the run').to.not.equal(undefined);
+        seen.push(pg!);
+      }
+
+      process.kill(npm.pid!, signal);
+
+      const exit = await Promise.race([exited, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 60_000).unref())]);
+      expect(exit, `npm start still running 60 s after ${signal}:\n${output}`).to.not.equal(undefined);
+      // The script dies by the signal it got; npm then re-raises it on itself (a shell shows 128 + n).
+      expect(exit!.signal ?? exit!.code, output).to.be.oneOf([signal, exitCode]);
+      const left = await eventually(
+        async () => {
+          const still = seen.filter(alive);
+          return still.length === 0 ? [] : undefined;
+        },
+        30_000,
+        `every process npm start started to be gone after ${signal}`,
+      ).catch(() => seen.filter(alive).map((p) => `${p.pid} ${p.command}`));
+      expect(left, output).to.deep.equal([]);
+      for (const [name, port] of Object.entries(ports)) expect(await portAnswers(port), `${name} ${port} still answers`).to.equal(false);
+      expect(output).to.include(`${signal} received: stopping`).and.include('feedback-ingest: stopped.');
+    });
+  }
+});
