@@ -141,7 +141,7 @@ function optionalText(env: string, doc: string, type: string): Setting<string | 
  */
 const SETTINGS = {
   port: int('PORT', { default: 3000, min: 0, max: 65535 }, 'API port; 0 picks a free one (tests).'),
-  host: text('HOST', '0.0.0.0', 'API bind address.', { type: 'address' }),
+  host: text('HOST', '0.0.0.0', 'API bind address: every interface by default, as platforms that set `PORT` need; `npm start` uses `127.0.0.1` unless set. The API refuses to start with the development key on a non-loopback address.', { type: 'address' }),
   redisUrl: url('REDIS_URL', 'redis://127.0.0.1:6379', ['redis:', 'rediss:'], 'Redis; `rediss://` for TLS.'),
   redisTlsUrl: url('REDIS_TLS_URL', undefined, ['rediss:'], 'Used instead of `REDIS_URL` when set (Heroku).'),
   redisTlsRejectUnauthorized: bool('REDIS_TLS_REJECT_UNAUTHORIZED', true, "Verify the Redis TLS certificate; `false` for Heroku Redis's self-signed one."),

@@ -85,8 +85,8 @@ const INHERITED_OUT = ['REDIS_URL', 'REDIS_TLS_URL', 'MONGODB_URI', 'API_KEYS', 
 /**
  * `npm start` exactly as a newcomer runs it (the dev key, its own Redis and FerretDB), on free
  * ports and a temporary run directory, then one signal to the npm process alone.
- * Slow: each case builds with tsc and starts Redis and FerretDB (and PostgreSQL for SIGTERM),
- * about 10–40 s per case on a busy 2-core machine.
+ * Slow: each case builds with tsc and starts Redis and FerretDB (and PostgreSQL for SIGTERM):
+ * 13–15 s per case on a quiet 2-core machine, 30–41 s on a busy one (the file: 30–75 s).
  */
 describe('npm start (scripts/start.sh)', function () {
   this.timeout(240_000);
