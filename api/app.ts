@@ -86,8 +86,9 @@ export function createApp(deps: AppDeps): Koa {
 
   app.use(requestId());
   app.use(requestLog({ logger: deps.logger, metrics: deps.metrics }));
-  // Outside the error handler (error answers keep its headers) and before the router (a preflight
-  // from an allowed origin is answered 204 here; any other OPTIONS reaches allowedMethods below).
+  // Before the router: a preflight from an allowed origin is answered 204 here; any other OPTIONS
+  // reaches allowedMethods below. Outside the error handler, so that every error answer keeps the
+  // CORS headers, a 500 included (the handler renders those with fresh headers).
   if (deps.corsOrigins !== undefined && deps.corsOrigins.length > 0) {
     app.use(browserCors({ origins: deps.corsOrigins, paths: BROWSER_PATHS, methods: ['POST'] }));
   }

@@ -13,8 +13,9 @@ const PREFLIGHT_MAX_AGE_SECONDS = 600;
  * (`CORS_ORIGINS`). Other paths and other origins get no CORS header at all, so a browser
  * refuses the call; a preflight from an allowed origin is answered 204 here, before routing.
  * No credentials mode: a page authenticates with a bearer feedback token, never cookies.
- * Place it outside the error handler, so that error answers (401 `token_expired`) carry the
- * headers and the page can read them.
+ * Error answers (401 `token_expired`) must carry the headers too, or the page cannot read them:
+ * `keepHeadersOnError` copies them onto an error thrown below, and placed outside the error
+ * handler they also stay on the errors it renders afresh (500 `internal_error`).
  */
 export function browserCors(options: { origins: readonly string[]; paths: readonly string[]; methods: readonly string[] }): Middleware {
   const origins = new Set(options.origins);
