@@ -18,7 +18,7 @@ export interface FeedbackTokenAnswer {
   readonly feedback_record_id: string;
   readonly user_id: string;
   /** The `values` keys the token may write; null = any. */
-  readonly questions: readonly string[] | null;
+  readonly questions: string[] | null;
 }
 
 interface FeedbackTokenRouteDeps {

@@ -1,3 +1,4 @@
+import { Validator } from '@seriousme/openapi-schema-validator';
 import { expect } from 'chai';
 import { createFeedbackTokens } from '../../api/feedback-tokens.js';
 import { createApiKeyAdmin } from '../../shared/api-keys.js';
@@ -168,6 +169,26 @@ describe('POST /feedback-tokens and feedback tokens on POST /feedback-response',
       const retry = await respond(a, body, { 'Idempotency-Key': 'click-1' });
       expect(retry.headers.get('idempotent-replayed')).to.equal('true');
       expect(retry.body).to.deep.equal(first.body);
+    });
+  });
+
+  describe('GET /openapi.json', () => {
+    type Json = Record<string, any>;
+    const codes = (responses: Json, status: string) => ((responses[status]?.content?.['application/json']?.schema?.properties?.error?.properties?.code?.enum ?? []) as string[]);
+
+    it('documents POST /feedback-tokens and the token codes and scheme of POST /feedback-response, in a valid document', async () => {
+      const doc = (await stack.request('/openapi.json', {})).body as Json;
+      const validation = await new Validator().validate(structuredClone(doc));
+      expect(validation.valid, JSON.stringify(validation.errors)).to.equal(true);
+      const mint = doc['paths']['/feedback-tokens']['post'] as Json;
+      expect(mint['requestBody']['content']['application/json']['schema']).to.deep.equal({ $ref: '#/components/schemas/FeedbackTokenBody' });
+      expect(codes(mint['responses'], '404')).to.deep.equal(['record_not_found']);
+      expect(codes(mint['responses'], '403')).to.deep.equal(['forbidden']);
+      const respond = doc['paths']['/feedback-response']['post'] as Json;
+      expect(respond['security']).to.deep.equal([{ bearerAuth: [] }, { feedbackToken: [] }]);
+      expect(codes(respond['responses'], '401')).to.have.members(['unauthorized', 'invalid_api_key', 'token_expired', 'invalid_token']);
+      expect(codes(respond['responses'], '403')).to.have.members(['forbidden', 'token_out_of_scope']);
+      expect(doc['components']['schemas']['FeedbackTokenResponse']['required']).to.have.members(['token', 'token_type', 'expires_at', 'expires_in_seconds', 'feedback_record_id', 'user_id', 'questions']);
     });
   });
 
