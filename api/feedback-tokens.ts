@@ -11,6 +11,8 @@ export interface FeedbackTokenScope {
   readonly questions: readonly string[] | null;
   /** Name of the API key that minted the token: the writes are attributed and rate-limited to it. */
   readonly issuedBy: string;
+  /** The minting key's own write limit per minute (stored keys may have one), so that its token's writes share it. */
+  readonly rateLimitPerMinute?: number;
 }
 
 export interface MintedToken {
@@ -75,6 +77,7 @@ const Claims = v.object({
   rec: v.pipe(v.string(), v.minLength(1)),
   azp: v.pipe(v.string(), v.minLength(1)),
   q: v.exactOptional(v.array(v.string())),
+  rl: v.exactOptional(v.pipe(v.number(), v.safeInteger(), v.minValue(0))),
 });
 
 /** Mints and verifies browser feedback tokens: JWS (HS256) via `jose`, scoped to one record and annotator. */
@@ -99,6 +102,7 @@ export function createFeedbackTokens(options: FeedbackTokenOptions): FeedbackTok
       const expiresAt = issuedAt + ttlSeconds;
       const claims: Record<string, unknown> = { rec: scope.recordId, azp: scope.issuedBy };
       if (scope.questions !== null) claims['q'] = [...scope.questions];
+      if (scope.rateLimitPerMinute !== undefined) claims['rl'] = scope.rateLimitPerMinute;
       const token = await new SignJWT(claims)
         .setProtectedHeader({ alg: ALGORITHM, kid: signerKid, typ: TYPE })
         .setIssuer(ISSUER)
@@ -128,8 +132,8 @@ export function createFeedbackTokens(options: FeedbackTokenOptions): FeedbackTok
       }
       const claims = v.safeParse(Claims, payload);
       if (!claims.success) return { ok: false, reason: 'invalid' };
-      const { sub, rec, azp, q } = claims.output;
-      return { ok: true, scope: { recordId: rec, userId: sub, questions: q ?? null, issuedBy: azp } };
+      const { sub, rec, azp, q, rl } = claims.output;
+      return { ok: true, scope: { recordId: rec, userId: sub, questions: q ?? null, issuedBy: azp, ...(rl === undefined ? {} : { rateLimitPerMinute: rl }) } };
     },
   };
 }

@@ -42,7 +42,14 @@ export function postFeedbackToken(deps: FeedbackTokenRouteDeps) {
     const key = ctx.state['apiKey'] as AuthenticatedKey;
     checkRecordWritable(deps.ids, key, body.feedback_record_id);
     const questions = body.questions === undefined ? null : [...new Set(body.questions)];
-    const minted = await deps.tokens.mint({ recordId: body.feedback_record_id, userId: body.user_id, questions, issuedBy: key.name }, body.expires_in_seconds);
+    const scope = {
+      recordId: body.feedback_record_id,
+      userId: body.user_id,
+      questions,
+      issuedBy: key.name,
+      ...(key.rateLimitPerMinute === undefined ? {} : { rateLimitPerMinute: key.rateLimitPerMinute }),
+    };
+    const minted = await deps.tokens.mint(scope, body.expires_in_seconds);
     // A bearer credential: no cache may keep it.
     ctx.set('Cache-Control', 'no-store');
     const answer: FeedbackTokenAnswer = {

@@ -157,6 +157,23 @@ describe('POST /feedback-tokens and feedback tokens on POST /feedback-response',
       expectError(await stack.request('/admin/queues', { headers: bearer(token) }), 401, 'invalid_api_key');
     });
 
+    it('counts a token\'s writes against its minting key\'s own rate limit (one budget)', async () => {
+      const admin = createApiKeyAdmin({ db: stack.db, reservedNames: stack.config.apiKeys.map((k) => k.name) });
+      const limited = (await admin.create({ name: 'limited-minter', rateLimitPerMinute: 3 })).secret;
+      // Refused requests (401 while the key loads) are not counted: the limit runs after authentication.
+      const token = await eventually(async () => {
+        const res = await stack.post('/feedback-tokens', { feedback_record_id: recordId, user_id: 'rl-user' }, bearer(limited));
+        return res.status === 200 ? (res.body.token as string) : undefined;
+      }, 10_000, 'the stored key loaded');
+      const body = { feedback_record_id: recordId, response: answer({ rating: 'up' }) };
+      const byToken = await respond(token, body);
+      expect(byToken.status, byToken.text).to.equal(200);
+      expect(byToken.headers.get('ratelimit-limit')).to.equal('3');
+      expect((await stack.post('/feedback-record', recordBody(), bearer(limited))).status).to.equal(200);
+      const over = await respond(token, body);
+      expectError(over, 429, 'rate_limited');
+    });
+
     it('keeps Idempotency-Keys per token: two annotators sending the same key and body each get their own write', async () => {
       const [a, b] = await Promise.all([mint({ feedback_record_id: recordId, user_id: 'idem-a' }), mint({ feedback_record_id: recordId, user_id: 'idem-b' })]);
       const body = { feedback_record_id: recordId, response: answer({ rating: 'up' }) };

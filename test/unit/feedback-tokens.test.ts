@@ -38,6 +38,8 @@ describe('feedback tokens (api/feedback-tokens.ts)', () => {
     expect(part(minted.token, 1)).to.include({ sub: 'end-user-77', rec: 'rec_abc', azp: 'chatbot-backend', iat: T0 / 1000, exp: T0 / 1000 + 900 });
     expect(minted.expiresAt.getTime()).to.equal(T0 + 900_000);
     expect(await tokens([OLD]).verify(minted.token)).to.deep.equal({ ok: true, scope: SCOPE });
+    const limited = await tokens([OLD]).mint({ ...SCOPE, rateLimitPerMinute: 120 });
+    expect(await tokens([OLD]).verify(limited.token)).to.deep.equal({ ok: true, scope: { ...SCOPE, rateLimitPerMinute: 120 } });
     const anyQuestion = await tokens([OLD]).mint({ ...SCOPE, questions: null }, 60);
     expect(await tokens([OLD]).verify(anyQuestion.token)).to.deep.equal({ ok: true, scope: { ...SCOPE, questions: null } });
   });
