@@ -105,9 +105,16 @@ export function authenticate(verifier: KeyVerifier, options: { feedbackTokens?: 
           });
     }
     ctx.state['feedbackToken'] = checked.scope;
-    // The key that minted the token, with no dataset of its own: anything that checks
-    // datasets without knowing tokens refuses (the route checks the token's record instead).
-    ctx.state['apiKey'] = Object.freeze({ name: checked.scope.issuedBy, datasets: Object.freeze([]), admin: false }) satisfies AuthenticatedKey;
+    // The key that minted the token (its name and write limit: one budget for both), with no
+    // dataset of its own: anything that checks datasets without knowing tokens refuses (the
+    // route checks the token's record instead).
+    const { issuedBy, rateLimitPerMinute } = checked.scope;
+    ctx.state['apiKey'] = Object.freeze({
+      name: issuedBy,
+      datasets: Object.freeze([]),
+      admin: false,
+      ...(rateLimitPerMinute === undefined ? {} : { rateLimitPerMinute }),
+    }) satisfies AuthenticatedKey;
     await next();
   };
 }
