@@ -7,6 +7,8 @@ import { eventually, recordBody, responses, startStack, type HttpResult, type St
 
 const ALLOWED = 'http://chat.allowed.example:8080';
 const DISALLOWED = 'http://evil.example';
+/** An API key that happens to have a token's shape: still a key. */
+const JWS_SHAPED_KEY = 'eyJhbGciOiJIUzI1NiJ9.eyJrZXkiOnRydWV9.c2VjcmV0LWtleQ';
 const bearer = (secret: string) => ({ Authorization: `Bearer ${secret}` });
 const answer = (values: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({ status: 'submitted', values, ...extra });
 
@@ -21,7 +23,7 @@ describe('POST /feedback-tokens and feedback tokens on POST /feedback-response',
   let recordId: string;
   let otherRecordId: string;
   before(async () => {
-    stack = await startStack(testConfig({ CORS_ORIGINS: ALLOWED, API_KEYS_REFRESH_MS: '100' }));
+    stack = await startStack(testConfig({ CORS_ORIGINS: ALLOWED, API_KEYS_REFRESH_MS: '100', API_KEYS: `${TEST_KEY.name}:${TEST_KEY.secret},${OTHER_KEY.name}:${OTHER_KEY.secret},jws-shaped:${JWS_SHAPED_KEY}` }));
     const created = await Promise.all([stack.post('/feedback-record', recordBody()), stack.post('/feedback-record', recordBody())]);
     for (const res of created) expect(res.status, res.text).to.equal(200);
     [recordId, otherRecordId] = created.map((res) => res.body.feedback_record_id as string) as [string, string];
@@ -103,6 +105,13 @@ describe('POST /feedback-tokens and feedback tokens on POST /feedback-response',
       expect(stored['values']).to.deep.equal({ rating: 'up' });
       // The same annotator named explicitly is within scope.
       expect((await respond(token, { feedback_record_id: recordId, response: answer({ rating: 'down' }, { user_id: 'end-user-77' }) })).status).to.equal(200);
+    });
+
+    it('an API key is tried first: a key shaped like a token is still a key, on every route', async () => {
+      const record = await stack.post('/feedback-record', recordBody(), bearer(JWS_SHAPED_KEY));
+      expect(record.status, record.text).to.equal(200);
+      const res = await stack.post('/feedback-response', { feedback_record_id: recordId, response: answer({ rating: 'up' }, { user_id: 'any-annotator' }) }, bearer(JWS_SHAPED_KEY));
+      expect(res.status, res.text).to.equal(200);
     });
 
     it('403 token_out_of_scope for another record', async () => {
