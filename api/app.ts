@@ -10,6 +10,9 @@ import type { ApiMetrics } from './metrics.js';
 import type { DeadLetterAdmin } from '../shared/dead-letter-admin.js';
 import { requireAdmin } from './middleware/admin.js';
 import { authenticate, type KeyVerifier } from './middleware/auth.js';
+import { browserCors } from './middleware/cors.js';
+import type { FeedbackTokens } from './feedback-tokens.js';
+import { FEEDBACK_TOKENS_PATH, postFeedbackToken } from './routes/feedback-tokens.js';
 import { DEAD_LETTERS_PATH, deleteDeadLetter, getDeadLetter, listDeadLetters, retryDeadLetter } from './routes/dead-letters.js';
 import { errorHandler } from './middleware/errors.js';
 import { jsonBody } from './middleware/json-body.js';
@@ -38,7 +41,17 @@ interface AppDeps {
   readonly deadLetters?: DeadLetterAdmin;
   /** The queue shown by the bull-board dashboard under `/admin/queues` (admin scope); absent = not mounted. */
   readonly dashboardQueue?: WriteQueue;
+  /**
+   * Browser feedback tokens: `POST /feedback-tokens` mints them, `POST /feedback-response` takes
+   * them; `maxTtlSeconds` is `FEEDBACK_TOKEN_MAX_TTL_SECONDS`. Absent = neither (the benchmark's servers).
+   */
+  readonly feedbackTokens?: { readonly tokens: FeedbackTokens; readonly maxTtlSeconds: number };
+  /** `CORS_ORIGINS`: origins whose pages may call `POST /feedback-response`; absent or empty = no CORS. */
+  readonly corsOrigins?: readonly string[];
 }
+
+/** The routes a browser page calls (with a feedback token); the only ones that answer CORS. */
+const BROWSER_PATHS = ['/feedback-response'];
 
 /** Routes and middleware; never listens (api/main.ts does), so tests mount it on any server. */
 export function createApp(deps: AppDeps): Koa {
@@ -47,10 +60,17 @@ export function createApp(deps: AppDeps): Koa {
   app.silent = true;
 
   const routeDeps = { logger: deps.logger, enqueuer: deps.enqueuer, idempotency: deps.idempotency, ids: deps.ids, backlog: deps.backlog, retryAfterSeconds: deps.retryAfterSeconds };
-  const write = [authenticate(deps.keys), ...(deps.rateLimit === undefined ? [] : [deps.rateLimit]), ...jsonBody({ limitBytes: deps.bodyLimitBytes })];
+  const limitAndParse = [...(deps.rateLimit === undefined ? [] : [deps.rateLimit]), ...jsonBody({ limitBytes: deps.bodyLimitBytes })];
+  const write = [authenticate(deps.keys), ...limitAndParse];
   const router = new Router();
   router.post('/feedback-record', ...write, postFeedbackRecord(routeDeps));
-  router.post('/feedback-response', ...write, postFeedbackResponse(routeDeps));
+  if (deps.feedbackTokens === undefined) {
+    router.post('/feedback-response', ...write, postFeedbackResponse(routeDeps));
+  } else {
+    const { tokens, maxTtlSeconds } = deps.feedbackTokens;
+    router.post('/feedback-response', authenticate(deps.keys, { feedbackTokens: tokens }), ...limitAndParse, postFeedbackResponse(routeDeps));
+    router.post(FEEDBACK_TOKENS_PATH, ...write, postFeedbackToken({ ids: deps.ids, tokens, maxTtlSeconds }));
+  }
   router.get('/healthz', getHealthz());
   router.get('/openapi.json', getOpenApi(createOpenApiDocument()));
   router.get('/readyz', getReadyz(deps.backlog));
@@ -66,6 +86,12 @@ export function createApp(deps: AppDeps): Koa {
 
   app.use(requestId());
   app.use(requestLog({ logger: deps.logger, metrics: deps.metrics }));
+  // Before the router: a preflight from an allowed origin is answered 204 here; any other OPTIONS
+  // reaches allowedMethods below. Outside the error handler, so that every error answer keeps the
+  // CORS headers, a 500 included (the handler renders those with fresh headers).
+  if (deps.corsOrigins !== undefined && deps.corsOrigins.length > 0) {
+    app.use(browserCors({ origins: deps.corsOrigins, paths: BROWSER_PATHS, methods: ['POST'] }));
+  }
   app.use(errorHandler({ logger: deps.logger, metrics: deps.metrics }));
   // allowedMethods (non-throwing) sets 405/501 with Allow after the routes ran; turn that, and an
   // unmatched path, into the error shape of the contract.

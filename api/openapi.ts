@@ -2,7 +2,8 @@ import { toJsonSchema, type ConversionConfig, type JsonSchema } from '@valibot/t
 import { STATUS_CODES } from 'node:http';
 import * as v from 'valibot';
 import { ErrorCode, type ErrorDetail, type ErrorHeader } from '../shared/errors.js';
-import { FeedbackRecordBody, FeedbackResponseBody, hasAnyKey, isPlainObject, ResponseStatus } from '../shared/schemas.js';
+import { FeedbackRecordBody, FeedbackResponseBody, FeedbackTokenBody, hasAnyKey, isPlainObject, ResponseStatus } from '../shared/schemas.js';
+import type { FeedbackTokenAnswer } from './routes/feedback-tokens.js';
 import { IDEMPOTENCY_KEY_RE } from './idempotency.js';
 import type { AcceptedBody } from './routes/feedback.js';
 import { DeadLetterReason } from '../shared/dead-letters.js';
@@ -252,7 +253,7 @@ export function createOpenApiDocument(): OpenApiDocument {
     perStatus[`Error${status}`] = response;
   }
   const anyPath = errorResponses(ANY_PATH_CODES);
-  return {
+  return withFeedbackTokens({
     openapi: '3.1.0',
     info: {
       title: 'feedback-ingest',
@@ -433,5 +434,70 @@ export function createOpenApiDocument(): OpenApiDocument {
         MethodNotAllowed: anyPath['405'],
       },
     },
+  });
+}
+
+/** The 200 body of `POST /feedback-tokens` (documentation only: the route builds it). */
+const FeedbackTokenResponse = v.object({
+  token: v.pipe(v.string(), v.description('A JWS (HS256): send it as `Authorization: Bearer <token>` to POST /feedback-response, and nowhere else.')),
+  token_type: v.literal('Bearer'),
+  expires_at: v.pipe(v.string(), v.description('ISO 8601 date-time, whole seconds.')),
+  expires_in_seconds: v.pipe(v.number(), v.integer(), v.minValue(1)),
+  feedback_record_id: v.string(),
+  user_id: v.string(),
+  questions: v.pipe(v.nullable(v.array(v.string())), v.description('The `values` keys the token may write (duplicates removed); null = any.')),
+});
+// The documented body and the one the route builds must not drift apart.
+const tokenAnswerMatches: [v.InferOutput<typeof FeedbackTokenResponse>, FeedbackTokenAnswer] extends [FeedbackTokenAnswer, v.InferOutput<typeof FeedbackTokenResponse>] ? true : never = true;
+void tokenAnswerMatches;
+
+/** Codes a feedback token adds to POST /feedback-response. */
+const TOKEN_CODES = ['token_expired', 'invalid_token', 'token_out_of_scope'] as const satisfies readonly ErrorCode[];
+/** Codes of POST /feedback-tokens, in the order of the middleware that can raise them. */
+const MINT_CODES = [...TRANSPORT_CODES, 'unauthorized', 'invalid_api_key', 'forbidden', 'rate_limited', 'unsupported_media_type', 'payload_too_large', 'invalid_json', 'validation_failed', 'record_not_found'] as const satisfies readonly ErrorCode[];
+
+/** Browser feedback tokens: POST /feedback-tokens, and the token as a second way to call POST /feedback-response. */
+function withFeedbackTokens(doc: OpenApiDocument): OpenApiDocument {
+  const paths = doc['paths'] as Record<string, Record<string, Record<string, unknown>>>;
+  const components = doc['components'] as Record<string, Record<string, unknown>>;
+  const respond = paths['/feedback-response']!['post']!;
+  paths['/feedback-response']!['post'] = {
+    ...respond,
+    description: `${String(respond['description'])} A browser may call it with a feedback token (POST /feedback-tokens) instead of an API key: the token writes only its record, as its annotator (\`user_id\` is forced to the token's), and only its questions; CORS answers the origins of \`CORS_ORIGINS\`.`,
+    security: [{ bearerAuth: [] }, { feedbackToken: [] }],
+    responses: { ...(respond['responses'] as Record<string, unknown>), ...errorResponses([...WRITE_CODES, 'record_not_found', ...TOKEN_CODES]) },
   };
+  paths['/feedback-tokens'] = {
+    post: {
+      operationId: 'postFeedbackToken',
+      summary: 'Mint a short-lived browser feedback token for one record and one annotator',
+      description:
+        'Server side, with an API key that may write the record\'s dataset. The token lets a browser page answer that record as `user_id` (and, with `questions`, only those `values` keys) on POST /feedback-response until `expires_at`. ' +
+        'Lifetime: `expires_in_seconds`, default `FEEDBACK_TOKEN_TTL_SECONDS`, at most `FEEDBACK_TOKEN_MAX_TTL_SECONDS`.',
+      security: [{ bearerAuth: [] }],
+      parameters: [{ $ref: '#/components/parameters/X-Request-Id' }],
+      requestBody: {
+        required: true,
+        description: 'JSON (`application/json`, `application/*+json`, UTF-8; a missing `Content-Type` is read as JSON).',
+        content: jsonContent({ $ref: '#/components/schemas/FeedbackTokenBody' }),
+      },
+      responses: {
+        '200': {
+          description: 'The token; `Cache-Control: no-store`.',
+          headers: { ...X_REQUEST_ID_HEADERS, ...RATE_LIMIT_HEADERS },
+          content: jsonContent({ $ref: '#/components/schemas/FeedbackTokenResponse' }),
+        },
+        ...errorResponses(MINT_CODES),
+      },
+    },
+  };
+  components['securitySchemes']!['feedbackToken'] = {
+    type: 'http',
+    scheme: 'bearer',
+    bearerFormat: 'JWT',
+    description: 'A feedback token from POST /feedback-tokens: `Authorization: Bearer <token>`, on POST /feedback-response only.',
+  };
+  components['schemas']!['FeedbackTokenBody'] = jsonSchemaOf(FeedbackTokenBody);
+  components['schemas']!['FeedbackTokenResponse'] = jsonSchemaOf(FeedbackTokenResponse);
+  return doc;
 }

@@ -23,6 +23,7 @@ import { createMongo } from '../shared/mongo.js';
 import { logConnections } from '../shared/redact-url.js';
 import { createOrderClock } from '../shared/order-clock.js';
 import { createOrderFloor } from './order-floor.js';
+import { createFeedbackTokens } from './feedback-tokens.js';
 
 /** How often each API process persists the highest acceptance order it minted, ms. */
 const ORDER_FLOOR_PERSIST_MS = 1_000;
@@ -88,6 +89,11 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
     retryAfterSeconds: config.retryAfterSeconds,
     dashboardQueue: queue,
     deadLetters: createDeadLetterAdmin({ db: mongo.db, queue, compression: config.queueCompression }),
+    feedbackTokens: {
+      tokens: createFeedbackTokens({ secrets: config.idSigningSecrets, defaultTtlSeconds: config.feedbackTokenTtlSeconds, maxTtlSeconds: config.feedbackTokenMaxTtlSeconds }),
+      maxTtlSeconds: config.feedbackTokenMaxTtlSeconds,
+    },
+    corsOrigins: config.corsOrigins,
     rateLimit: createRateLimiter({ redis, prefix: `feedback-ingest:${config.queueName}`, defaultPerMinute: config.rateLimitPerMinute, timeoutMs: config.enqueueTimeoutMs, logger, metrics }),
   });
 

@@ -150,7 +150,10 @@ const SETTINGS = {
   apiKeys: text('API_KEYS', '', 'Comma-separated `name:secret` or `name:sha256:<hex digest of the secret>`; the name is the default `user_id`. Never logged.', { type: 'list' }),
   adminApiKeyNames: text('ADMIN_API_KEY_NAMES', '', 'Comma-separated names from `API_KEYS` whose keys carry the admin scope (`/admin/...`). Stored keys get it with `npm run keys -- create --admin`.', { type: 'list' }),
   apiKeysRefreshMs: int('API_KEYS_REFRESH_MS', { default: 5000, min: 50, max: 3_600_000, unit: 'ms' }, 'How often each API process reloads the keys stored in MongoDB; a new or revoked key takes effect within this.'),
-  idSigningSecrets: optionalText('ID_SIGNING_SECRETS', 'Comma-separated HMAC secrets for record ids (≥ 16 chars; the first signs, all verify). Unset: a development secret. Required when `NODE_ENV=production`; the same for every API process.', 'list'),
+  idSigningSecrets: optionalText('ID_SIGNING_SECRETS', 'Comma-separated HMAC secrets for record ids and, through HKDF, the key of browser feedback tokens (≥ 16 chars; the first signs, all verify). Unset: a development secret. Required when `NODE_ENV=production`; the same for every API process.', 'list'),
+  feedbackTokenTtlSeconds: int('FEEDBACK_TOKEN_TTL_SECONDS', { default: 900, min: 10, max: 7 * 86_400, unit: 's' }, 'Lifetime of a browser feedback token when `POST /feedback-tokens` asks for none; at most `FEEDBACK_TOKEN_MAX_TTL_SECONDS`. See [Feedback from the browser](#feedback-from-the-browser).'),
+  feedbackTokenMaxTtlSeconds: int('FEEDBACK_TOKEN_MAX_TTL_SECONDS', { default: 3600, min: 10, max: 7 * 86_400, unit: 's' }, 'Longest lifetime a feedback token may be given (`expires_in_seconds` above it is 400); tokens older than this are refused even if minted under a higher maximum.'),
+  corsOrigins: text('CORS_ORIGINS', '', 'Comma-separated origins (`https://chat.example.com`, no path) whose pages may call `POST /feedback-response` from a browser (CORS); unset = none. Only that route answers CORS.', { type: 'list' }),
   nodeEnv: text('NODE_ENV', 'development', '`production` makes `ID_SIGNING_SECRETS` mandatory.'),
   queueName: text('QUEUE_NAME', 'feedback-writes', 'BullMQ queue name.', { type: '1–100 of `[A-Za-z0-9_-]`', pattern: [/^[A-Za-z0-9_-]{1,100}$/, 'QUEUE_NAME must be 1-100 of [A-Za-z0-9_-]'] }),
   bodyLimitBytes: int('BODY_LIMIT_BYTES', { default: MiB, min: 1024, max: 64 * MiB, unit: 'bytes' }, 'Largest accepted body; larger is 413.'),
@@ -187,7 +190,7 @@ const SETTINGS = {
 };
 
 /** Settings whose {@link Config} value {@link loadConfig} computes (from them and others) instead of copying. */
-const DERIVED = ['redisUrl', 'redisTlsUrl', 'apiKeys', 'adminApiKeyNames', 'idSigningSecrets'] as const;
+const DERIVED = ['redisUrl', 'redisTlsUrl', 'apiKeys', 'adminApiKeyNames', 'idSigningSecrets', 'corsOrigins'] as const;
 
 type Settings = typeof SETTINGS;
 type Parsed = { readonly [K in keyof Settings]: Settings[K] extends Setting<infer T> ? T : never };
@@ -205,6 +208,8 @@ export type Config = Omit<Parsed, (typeof DERIVED)[number]> & {
   readonly idSigningSecrets: readonly string[];
   /** True when no ID_SIGNING_SECRETS was given and the development secret is in use. */
   readonly idSigningSecretIsDefault: boolean;
+  /** Browser origins (`scheme://host[:port]`) allowed to call `POST /feedback-response` (CORS); empty = none. */
+  readonly corsOrigins: readonly string[];
 };
 
 /** The settings in README order, for the generated table. */
@@ -241,6 +246,27 @@ function parseApiKeys(raw: string): ApiKeyConfig[] {
 
 const commaList = (raw: string) => raw.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
 
+/**
+ * Origins exactly as a browser sends them in `Origin` (scheme, host, port; no path, no trailing
+ * slash), since they are compared as strings. `*` is refused: the contract says configured
+ * origins only.
+ */
+function parseCorsOrigins(raw: string): string[] {
+  const origins = commaList(raw);
+  for (const origin of origins) {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(origin);
+    } catch {
+      parsed = undefined;
+    }
+    if (parsed === undefined || !['http:', 'https:'].includes(parsed.protocol) || parsed.origin !== origin) {
+      throw new ConfigError('CORS_ORIGINS', `has "${origin}", which is not an origin like https://chat.example.com (scheme, host, optional port; no path or trailing slash)`);
+    }
+  }
+  return origins;
+}
+
 /** Validates the environment once. Throws {@link ConfigError} naming the first bad variable. */
 export function loadConfig(env: Readonly<Record<string, string | undefined>>): Config {
   const input: Record<string, string> = {};
@@ -272,6 +298,10 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   for (const name of adminApiKeyNames) {
     if (!apiKeys.some((k) => k.name === name)) throw new ConfigError('ADMIN_API_KEY_NAMES', `names "${name}", which is not a key of API_KEYS`);
   }
+  if (e.feedbackTokenTtlSeconds > e.feedbackTokenMaxTtlSeconds) {
+    throw new ConfigError('FEEDBACK_TOKEN_TTL_SECONDS', 'must not exceed FEEDBACK_TOKEN_MAX_TTL_SECONDS');
+  }
+  const corsOrigins = parseCorsOrigins(e.corsOrigins);
   if (e.httpHeadersTimeoutMs > e.httpRequestTimeoutMs) {
     throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS', 'must not exceed HTTP_REQUEST_TIMEOUT_MS');
   }
@@ -284,6 +314,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     adminApiKeyNames: Object.freeze(adminApiKeyNames),
     idSigningSecrets: Object.freeze(secrets.length > 0 ? secrets : [DEV_ID_SECRET]),
     idSigningSecretIsDefault: secrets.length === 0,
+    corsOrigins: Object.freeze(corsOrigins),
   });
 }
 

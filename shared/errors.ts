@@ -8,6 +8,9 @@ export type ErrorHeader = 'WWW-Authenticate' | 'Allow' | 'Retry-After' | 'RateLi
 export const ErrorCode = {
   unauthorized: { status: 401, description: 'No Authorization header, or not `Bearer <token>`.', headers: ['WWW-Authenticate'] },
   invalid_api_key: { status: 401, description: 'The token is not a known, active API key.', headers: ['WWW-Authenticate'] },
+  token_expired: { status: 401, description: 'The feedback token has expired; the page needs a new one from the backend that minted it.', headers: ['WWW-Authenticate'] },
+  invalid_token: { status: 401, description: 'The feedback token is not valid (altered, signed with an unknown key, or not a feedback token).', headers: ['WWW-Authenticate'] },
+  token_out_of_scope: { status: 403, description: 'The feedback token does not cover this record, this annotator (`user_id`) or one of these questions (`values` keys).' },
   forbidden: { status: 403, description: 'The key may not write to that dataset, or an admin endpoint was called without the admin scope.' },
   invalid_json: { status: 400, description: 'The body is not valid JSON.' },
   validation_failed: { status: 400, description: 'Missing field, wrong type, bad value or unknown property; `details` lists each.' },

@@ -200,6 +200,33 @@ export type FeedbackRecordBody = v.InferOutput<typeof FeedbackRecordBody>;
 export const FeedbackResponseBody = closedObject({ feedback_record_id: RecordId, response: ResponseInput }, 'must be a JSON object');
 export type FeedbackResponseBody = v.InferOutput<typeof FeedbackResponseBody>;
 
+/** Most questions one feedback token may name. */
+export const FEEDBACK_TOKEN_MAX_QUESTIONS = 100;
+
+/** A `values` key a feedback token may write: the key-name rules of every stored key. */
+const QuestionName = v.pipe(
+  v.string('must be a string'),
+  v.check((key) => keyNameProblem(key) === undefined, 'must be a valid key name (1-200 characters, not starting with $, no . or NUL, not __proto__, constructor or prototype)'),
+);
+
+/** Body of `POST /feedback-tokens`: the scope of a browser feedback token. */
+export const FeedbackTokenBody = closedObject(
+  {
+    feedback_record_id: RecordId,
+    user_id: UserId,
+    questions: v.exactOptional(
+      v.pipe(
+        v.array(QuestionName, 'must be a list of strings'),
+        v.minLength(1, 'must name at least one question (leave it out to allow any)'),
+        v.maxLength(FEEDBACK_TOKEN_MAX_QUESTIONS, `must name at most ${FEEDBACK_TOKEN_MAX_QUESTIONS} questions`),
+      ),
+    ),
+    expires_in_seconds: v.exactOptional(v.pipe(v.number('must be a number'), v.integer('must be a whole number'), v.minValue(1, 'must be at least 1'))),
+  },
+  'must be a JSON object',
+);
+export type FeedbackTokenBody = v.InferOutput<typeof FeedbackTokenBody>;
+
 /** The response part of a queued write: defaults resolved, annotator named. */
 const StoredResponse = withValuesFilledUnlessDiscarded(v.strictObject({ status: ResponseStatus, values: jsonObject(3), user_id: UserId }));
 type StoredResponse = v.InferOutput<typeof StoredResponse>;

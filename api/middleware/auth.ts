@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Middleware } from 'koa';
 import type { ApiKeyConfig } from '../../shared/config.js';
 import { AppError } from '../../shared/errors.js';
+import { looksLikeFeedbackToken, type FeedbackTokens, type FeedbackTokenScope } from '../feedback-tokens.js';
 
 /** The key a request authenticated with; `ctx.state['apiKey']`. */
 export interface AuthenticatedKey {
@@ -64,19 +65,61 @@ export function bearerToken(header: string): string | undefined {
   return BEARER_RE.exec(header)?.[1];
 }
 
-export function authenticate(verifier: KeyVerifier): Middleware {
+const INVALID_TOKEN_CHALLENGE = 'Bearer error="invalid_token"';
+
+/**
+ * Authenticates `Authorization: Bearer <API key>`, and, on routes given `feedbackTokens`, a
+ * browser feedback token instead (`ctx.state['feedbackToken']`). The API key is tried first and
+ * costs the same as without tokens; only a bearer that is no key and has the JWS shape is
+ * verified as a token. Without `feedbackTokens` a token is just an unknown key.
+ */
+export function authenticate(verifier: KeyVerifier, options: { feedbackTokens?: FeedbackTokens } = {}): Middleware {
+  const tokens = options.feedbackTokens;
   return async (ctx, next) => {
     const token = bearerToken(ctx.get('Authorization'));
     if (token === undefined) {
       throw new AppError('unauthorized', 'send Authorization: Bearer <API key>', { headers: { 'WWW-Authenticate': 'Bearer' } });
     }
     const key = verifier.verify(token);
-    if (key === undefined) {
-      throw new AppError('invalid_api_key', 'the API key is not known or not active', {
-        headers: { 'WWW-Authenticate': 'Bearer error="invalid_token"' },
+    if (key !== undefined) {
+      ctx.state['apiKey'] = key;
+      await next();
+      return;
+    }
+    if (!looksLikeFeedbackToken(token)) {
+      throw new AppError('invalid_api_key', 'the API key is not known or not active', { headers: { 'WWW-Authenticate': INVALID_TOKEN_CHALLENGE } });
+    }
+    if (tokens === undefined) {
+      throw new AppError('invalid_api_key', 'feedback tokens are accepted by POST /feedback-response only; this endpoint needs an API key', {
+        headers: { 'WWW-Authenticate': INVALID_TOKEN_CHALLENGE },
       });
     }
-    ctx.state['apiKey'] = key;
+    const checked = await tokens.verify(token);
+    if (!checked.ok) {
+      throw checked.reason === 'expired'
+        ? new AppError('token_expired', 'the feedback token has expired; ask the service that gave it for a new one', {
+            headers: { 'WWW-Authenticate': 'Bearer error="invalid_token", error_description="token expired"' },
+          })
+        : new AppError('invalid_token', 'the feedback token is not valid (altered, signed with an unknown key, or not a feedback token)', {
+            headers: { 'WWW-Authenticate': INVALID_TOKEN_CHALLENGE },
+          });
+    }
+    ctx.state['feedbackToken'] = checked.scope;
+    // The key that minted the token (its name and write limit: one budget for both), with no
+    // dataset of its own: anything that checks datasets without knowing tokens refuses (the
+    // route checks the token's record instead).
+    const { issuedBy, rateLimitPerMinute } = checked.scope;
+    ctx.state['apiKey'] = Object.freeze({
+      name: issuedBy,
+      datasets: Object.freeze([]),
+      admin: false,
+      ...(rateLimitPerMinute === undefined ? {} : { rateLimitPerMinute }),
+    }) satisfies AuthenticatedKey;
     await next();
   };
+}
+
+/** The feedback token a request authenticated with (routes given `feedbackTokens`), or undefined for an API key. */
+export function feedbackTokenOf(state: Record<string, unknown>): FeedbackTokenScope | undefined {
+  return state['feedbackToken'] as FeedbackTokenScope | undefined;
 }

@@ -13,7 +13,8 @@ import {
 import type { BacklogMonitor } from '../backlog.js';
 import type { Enqueuer } from '../enqueuer.js';
 import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore } from '../idempotency.js';
-import { mayWriteDataset, type AuthenticatedKey } from '../middleware/auth.js';
+import type { FeedbackTokenScope } from '../feedback-tokens.js';
+import { feedbackTokenOf, mayWriteDataset, type AuthenticatedKey } from '../middleware/auth.js';
 
 /** The 200 body of both write endpoints. */
 export interface AcceptedBody {
@@ -32,7 +33,8 @@ interface FeedbackRouteDeps {
   readonly retryAfterSeconds: number;
 }
 
-function parse<S extends v.GenericSchema>(schema: S, input: unknown): v.InferOutput<S> {
+/** `input` checked against `schema`, or 400 `validation_failed` listing every problem. */
+export function parse<S extends v.GenericSchema>(schema: S, input: unknown): v.InferOutput<S> {
   const result = v.safeParse(schema, input, { abortEarly: false });
   if (result.success) return result.output;
   const details = toDetails(result.issues);
@@ -56,6 +58,48 @@ function idempotencyKey(ctx: Context): string | undefined {
 }
 
 /**
+ * 404 unless `recordId` was minted here; 403 unless `key` may write its dataset. The record may
+ * still be queued, so its dataset is read from the fingerprint in its id. Ids minted before
+ * fingerprints existed match no dataset: scoped keys cannot answer them.
+ */
+export function checkRecordWritable(ids: IdMinter, key: AuthenticatedKey, recordId: string): void {
+  if (!ids.isMintedRecordId(recordId)) {
+    throw new AppError('record_not_found', 'no record has this feedback_record_id');
+  }
+  if (key.datasets !== null && !key.datasets.some((d) => ids.datasetMatches(recordId, d))) {
+    throw new AppError('forbidden', 'this API key may not write to the dataset of this record');
+  }
+}
+
+/** 403 `token_out_of_scope` unless the token covers this record, annotator and every `values` key. */
+function checkTokenScope(token: FeedbackTokenScope, body: FeedbackResponseBody): void {
+  if (body.feedback_record_id !== token.recordId) {
+    throw new AppError('token_out_of_scope', 'this feedback token may answer only the record it was made for');
+  }
+  if (body.response.user_id !== undefined && body.response.user_id !== token.userId) {
+    throw new AppError('token_out_of_scope', `this feedback token writes as user_id ${JSON.stringify(token.userId)} only`);
+  }
+  if (token.questions !== null) {
+    const allowed = token.questions;
+    const outside = Object.keys(body.response.values).filter((name) => !allowed.includes(name));
+    if (outside.length > 0) {
+      throw new AppError('token_out_of_scope', `this feedback token may not answer ${outside.slice(0, 5).map((n) => JSON.stringify(n)).join(', ')}${outside.length > 5 ? ', …' : ''}`);
+    }
+  }
+}
+
+/**
+ * Whose `Idempotency-Key`s a request's key lives among: the API key's, or for a feedback token
+ * its (minting key, record, annotator), so that two browsers sharing a minting key never replay
+ * each other's answers. `\0` cannot occur in key names.
+ */
+function idempotencyOwner(ctx: Context): string {
+  const key = ctx.state['apiKey'] as AuthenticatedKey;
+  const token = feedbackTokenOf(ctx.state);
+  return token === undefined ? key.name : `${key.name}\0token\0${token.recordId}\0${token.userId}`;
+}
+
+/**
  * What both endpoints share: the backlog ceiling, the idempotency protocol, enqueueing, the 200.
  * `build` mints the write; `seed` is set on replays-by-key so that a retry after a lost answer
  * mints the same ids and the worker's upserts store one document.
@@ -67,7 +111,7 @@ async function accept(
   body: unknown,
   build: (seed: string | undefined) => { write: Write; answer: AcceptedBody },
 ): Promise<void> {
-  const key = ctx.state['apiKey'] as AuthenticatedKey;
+  const owner = idempotencyOwner(ctx);
   const idemKey = idempotencyKey(ctx);
   if (deps.backlog.state().overloaded) {
     throw new AppError('overloaded', 'the backlog is above its ceiling; retry later', {
@@ -85,7 +129,7 @@ async function accept(
   const fingerprint = requestFingerprint(endpoint, body);
   let begun;
   try {
-    begun = await deps.idempotency.begin(key.name, idemKey, fingerprint);
+    begun = await deps.idempotency.begin(owner, idemKey, fingerprint);
   } catch (err) {
     throw new AppError('queue_unavailable', 'the write could not be queued; retry later', {
       headers: { 'Retry-After': String(deps.retryAfterSeconds) },
@@ -106,16 +150,16 @@ async function accept(
     case 'new':
       break;
   }
-  const { write, answer } = build(`${key.name}\0${idemKey}\0${fingerprint}`);
+  const { write, answer } = build(`${owner}\0${idemKey}\0${fingerprint}`);
   try {
     await deps.enqueuer.enqueue(write, bodyBytes(ctx));
   } catch (err) {
-    await deps.idempotency.abort(key.name, idemKey).catch(() => undefined);
+    await deps.idempotency.abort(owner, idemKey).catch(() => undefined);
     throw err;
   }
   // The write is queued: if keeping the replay body fails, the claim expires and a retry mints
   // the same ids (seeded), which the worker stores once.
-  await deps.idempotency.complete(key.name, idemKey, fingerprint, answer).catch((err: unknown) => {
+  await deps.idempotency.complete(owner, idemKey, fingerprint, answer).catch((err: unknown) => {
     (ctx.state['log'] as Logger).warn({ err: (err as Error).message }, 'could not keep the idempotent answer');
   });
   ctx.body = answer;
@@ -152,16 +196,12 @@ export function postFeedbackResponse(deps: FeedbackRouteDeps) {
   return async (ctx: Context): Promise<void> => {
     const body = parse(FeedbackResponseBody, ctx.state['body']);
     const key = ctx.state['apiKey'] as AuthenticatedKey;
-    if (!deps.ids.isMintedRecordId(body.feedback_record_id)) {
-      throw new AppError('record_not_found', 'no record has this feedback_record_id');
-    }
-    // The record may still be queued, so its dataset is read from the fingerprint in its id.
-    // Ids minted before fingerprints existed match no dataset: scoped keys cannot answer them.
-    if (key.datasets !== null && !key.datasets.some((d) => deps.ids.datasetMatches(body.feedback_record_id, d))) {
-      throw new AppError('forbidden', 'this API key may not write to the dataset of this record');
-    }
+    const token = feedbackTokenOf(ctx.state);
+    // A token's record was checked against its minting key's datasets when it was minted.
+    if (token === undefined) checkRecordWritable(deps.ids, key, body.feedback_record_id);
+    else checkTokenScope(token, body);
     await accept(ctx, deps, 'feedback-response', ctx.state['body'], () => {
-      const userId = body.response.user_id ?? key.name;
+      const userId = token?.userId ?? body.response.user_id ?? key.name;
       const responseId = deps.ids.responseId(body.feedback_record_id, userId);
       const write: Write = {
         kind: 'response',

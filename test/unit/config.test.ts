@@ -201,4 +201,23 @@ describe('loadConfig (shared/config.ts)', () => {
       expectRejected({ ID_SIGNING_SECRETS: 'good-secret-0123456789,tooshort' }, 'ID_SIGNING_SECRETS');
     });
   });
+
+  describe('feedback tokens and CORS', () => {
+    it('defaults: 900 s tokens, 3600 s at most, no CORS origin', () => {
+      const c = loadConfig({});
+      expect([c.feedbackTokenTtlSeconds, c.feedbackTokenMaxTtlSeconds, c.corsOrigins]).to.deep.equal([900, 3600, []]);
+    });
+
+    it('rejects a default lifetime above the maximum', () => {
+      expectRejected({ FEEDBACK_TOKEN_TTL_SECONDS: '7200' }, 'FEEDBACK_TOKEN_TTL_SECONDS');
+      expect(loadConfig({ FEEDBACK_TOKEN_TTL_SECONDS: '7200', FEEDBACK_TOKEN_MAX_TTL_SECONDS: '7200' }).feedbackTokenTtlSeconds).to.equal(7200);
+    });
+
+    it('reads CORS_ORIGINS as origins exactly as browsers send them', () => {
+      expect(loadConfig({ CORS_ORIGINS: 'https://chat.example.com, http://127.0.0.1:8080' }).corsOrigins).to.deep.equal(['https://chat.example.com', 'http://127.0.0.1:8080']);
+      for (const bad of ['*', 'chat.example.com', 'https://chat.example.com/', 'https://chat.example.com/widget', 'ftp://x.example', 'https://CHAT.example.com']) {
+        expectRejected({ CORS_ORIGINS: bad }, 'CORS_ORIGINS');
+      }
+    });
+  });
 });

@@ -1,0 +1,66 @@
+import type { Context } from 'koa';
+import { AppError } from '../../shared/errors.js';
+import type { IdMinter } from '../../shared/ids.js';
+import { FeedbackTokenBody } from '../../shared/schemas.js';
+import type { FeedbackTokens } from '../feedback-tokens.js';
+import type { AuthenticatedKey } from '../middleware/auth.js';
+import { checkRecordWritable, parse } from './feedback.js';
+
+export const FEEDBACK_TOKENS_PATH = '/feedback-tokens';
+
+/** The 200 body of `POST /feedback-tokens`. */
+export interface FeedbackTokenAnswer {
+  readonly token: string;
+  readonly token_type: 'Bearer';
+  /** ISO 8601, whole seconds. */
+  readonly expires_at: string;
+  readonly expires_in_seconds: number;
+  readonly feedback_record_id: string;
+  readonly user_id: string;
+  /** The `values` keys the token may write; null = any. */
+  readonly questions: string[] | null;
+}
+
+interface FeedbackTokenRouteDeps {
+  readonly ids: IdMinter;
+  readonly tokens: FeedbackTokens;
+  /** `FEEDBACK_TOKEN_MAX_TTL_SECONDS`: a longer `expires_in_seconds` is a 400. */
+  readonly maxTtlSeconds: number;
+}
+
+/**
+ * Mints a browser feedback token for a record the calling key may write: the server side of a
+ * chatbot asks for one per conversation turn and hands it to its page.
+ */
+export function postFeedbackToken(deps: FeedbackTokenRouteDeps) {
+  return async (ctx: Context): Promise<void> => {
+    const body = parse(FeedbackTokenBody, ctx.state['body']);
+    if (body.expires_in_seconds !== undefined && body.expires_in_seconds > deps.maxTtlSeconds) {
+      const message = `must be at most ${deps.maxTtlSeconds} (FEEDBACK_TOKEN_MAX_TTL_SECONDS)`;
+      throw new AppError('validation_failed', `expires_in_seconds ${message}`, { details: [{ path: 'expires_in_seconds', message }] });
+    }
+    const key = ctx.state['apiKey'] as AuthenticatedKey;
+    checkRecordWritable(deps.ids, key, body.feedback_record_id);
+    const questions = body.questions === undefined ? null : [...new Set(body.questions)];
+    const scope = {
+      recordId: body.feedback_record_id,
+      userId: body.user_id,
+      questions,
+      issuedBy: key.name,
+      ...(key.rateLimitPerMinute === undefined ? {} : { rateLimitPerMinute: key.rateLimitPerMinute }),
+    };
+    const minted = await deps.tokens.mint(scope, body.expires_in_seconds);
+    // A bearer credential: no cache may keep it.
+    ctx.set('Cache-Control', 'no-store');
+    const answer: FeedbackTokenAnswer = {
+      token: minted.token,
+      token_type: 'Bearer',
+      expires_at: minted.expiresAt.toISOString().replace('.000Z', 'Z'),
+      expires_in_seconds: minted.expiresInSeconds,
+      feedback_record_id: body.feedback_record_id,
+      user_id: body.user_id,
+      questions,
+    };
+    ctx.body = answer;
+  };
+}
