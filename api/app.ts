@@ -16,6 +16,8 @@ import { jsonBody } from './middleware/json-body.js';
 import { requestId } from './middleware/request-id.js';
 import { requestLog } from './middleware/request-log.js';
 import { postFeedbackRecord, postFeedbackResponse } from './routes/feedback.js';
+import { NO_DATASET_GATE, type DatasetGate } from './dataset-gate.js';
+import { DATASETS_PATH, getDataset, getDatasetSchema, listDatasets, putDataset, type DatasetRouteDeps } from './routes/datasets.js';
 import { getHealthz, getMetrics, getReadyz } from './routes/service.js';
 import { createOpenApiDocument } from './openapi.js';
 import { getOpenApi } from './routes/openapi.js';
@@ -38,6 +40,8 @@ interface AppDeps {
   readonly deadLetters?: DeadLetterAdmin;
   /** The queue shown by the bull-board dashboard under `/admin/queues` (admin scope); absent = not mounted. */
   readonly dashboardQueue?: WriteQueue;
+  /** Dataset definitions: the writes' checks and the `/datasets` endpoints; absent = no checks, not mounted (the benchmark's peers). */
+  readonly datasets?: DatasetRouteDeps & { readonly gate: DatasetGate };
 }
 
 /** Routes and middleware; never listens (api/main.ts does), so tests mount it on any server. */
@@ -46,7 +50,7 @@ export function createApp(deps: AppDeps): Koa {
   // Errors are rendered by errorHandler; Koa's own handler would print to stderr.
   app.silent = true;
 
-  const routeDeps = { logger: deps.logger, enqueuer: deps.enqueuer, idempotency: deps.idempotency, ids: deps.ids, backlog: deps.backlog, retryAfterSeconds: deps.retryAfterSeconds };
+  const routeDeps = { logger: deps.logger, enqueuer: deps.enqueuer, idempotency: deps.idempotency, ids: deps.ids, backlog: deps.backlog, retryAfterSeconds: deps.retryAfterSeconds, datasets: deps.datasets?.gate ?? NO_DATASET_GATE };
   const write = [authenticate(deps.keys), ...(deps.rateLimit === undefined ? [] : [deps.rateLimit]), ...jsonBody({ limitBytes: deps.bodyLimitBytes })];
   const router = new Router();
   router.post('/feedback-record', ...write, postFeedbackRecord(routeDeps));
@@ -55,9 +59,16 @@ export function createApp(deps: AppDeps): Koa {
   router.get('/openapi.json', getOpenApi(createOpenApiDocument()));
   router.get('/readyz', getReadyz(deps.backlog));
   router.get('/metrics', getMetrics(deps.metrics));
+  if (deps.datasets !== undefined) {
+    const admin = [authenticate(deps.keys), requireAdmin()];
+    router.put(`${DATASETS_PATH}/:id`, ...admin, ...jsonBody({ limitBytes: deps.bodyLimitBytes }), putDataset(deps.datasets));
+    router.get(`${DATASETS_PATH}/:id`, ...admin, getDataset(deps.datasets));
+    router.get(DATASETS_PATH, ...admin, listDatasets(deps.datasets));
+    router.get(`${DATASETS_PATH}/:id/schema`, authenticate(deps.keys), getDatasetSchema(deps.datasets));
+  }
   if (deps.deadLetters !== undefined) {
     const admin = [authenticate(deps.keys), requireAdmin()];
-    const dl = { deadLetters: deps.deadLetters, retryAfterSeconds: deps.retryAfterSeconds };
+    const dl = { deadLetters: deps.deadLetters, retryAfterSeconds: deps.retryAfterSeconds, datasets: deps.datasets?.gate ?? NO_DATASET_GATE };
     router.get(DEAD_LETTERS_PATH, ...admin, listDeadLetters(dl));
     router.get(`${DEAD_LETTERS_PATH}/:id`, ...admin, getDeadLetter(dl));
     router.post(`${DEAD_LETTERS_PATH}/:id/retry`, ...admin, retryDeadLetter(dl));

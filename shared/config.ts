@@ -2,6 +2,9 @@ import { createHash } from 'node:crypto';
 import * as v from 'valibot';
 import { JOB_COMPRESSIONS } from './job-payload.js';
 
+/** `open`: a dataset without a definition takes any fields and questions; `strict`: it is 404 `dataset_not_found`. */
+export const DATASET_MODES = ['open', 'strict'] as const;
+
 /** One configured API key. The secret itself is never kept: only its SHA-256 digest. */
 export interface ApiKeyConfig {
   readonly name: string;
@@ -150,6 +153,8 @@ const SETTINGS = {
   apiKeys: text('API_KEYS', '', 'Comma-separated `name:secret` or `name:sha256:<hex digest of the secret>`; the name is the default `user_id`. Never logged.', { type: 'list' }),
   adminApiKeyNames: text('ADMIN_API_KEY_NAMES', '', 'Comma-separated names from `API_KEYS` whose keys carry the admin scope (`/admin/...`). Stored keys get it with `npm run keys -- create --admin`.', { type: 'list' }),
   apiKeysRefreshMs: int('API_KEYS_REFRESH_MS', { default: 5000, min: 50, max: 3_600_000, unit: 'ms' }, 'How often each API process reloads the keys stored in MongoDB; a new or revoked key takes effect within this.'),
+  datasets: oneOf('DATASETS', DATASET_MODES, 'open', 'A write to a dataset without a definition: `open` takes any fields and questions (key-name rules only), `strict` answers 404 `dataset_not_found`. See [Datasets](#datasets).'),
+  datasetsRefreshMs: int('DATASETS_REFRESH_MS', { default: 5000, min: 50, max: 3_600_000, unit: 'ms' }, 'How often each API process reloads the dataset definitions; a new or changed definition applies to writes within this.'),
   idSigningSecrets: optionalText('ID_SIGNING_SECRETS', 'Comma-separated HMAC secrets for record ids (≥ 16 chars; the first signs, all verify). Unset: a development secret. Required when `NODE_ENV=production`; the same for every API process.', 'list'),
   nodeEnv: text('NODE_ENV', 'development', '`production` makes `ID_SIGNING_SECRETS` mandatory.'),
   queueName: text('QUEUE_NAME', 'feedback-writes', 'BullMQ queue name.', { type: '1–100 of `[A-Za-z0-9_-]`', pattern: [/^[A-Za-z0-9_-]{1,100}$/, 'QUEUE_NAME must be 1-100 of [A-Za-z0-9_-]'] }),

@@ -11,6 +11,7 @@ import {
   type Write,
 } from '../../shared/schemas.js';
 import type { BacklogMonitor } from '../backlog.js';
+import type { DatasetGate } from '../dataset-gate.js';
 import type { Enqueuer } from '../enqueuer.js';
 import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore } from '../idempotency.js';
 import { mayWriteDataset, type AuthenticatedKey } from '../middleware/auth.js';
@@ -30,6 +31,8 @@ interface FeedbackRouteDeps {
   readonly ids: IdMinter;
   readonly backlog: BacklogMonitor;
   readonly retryAfterSeconds: number;
+  /** Checks fields and questions against the dataset's definition, before anything is queued. */
+  readonly datasets: DatasetGate;
 }
 
 function parse<S extends v.GenericSchema>(schema: S, input: unknown): v.InferOutput<S> {
@@ -128,6 +131,7 @@ export function postFeedbackRecord(deps: FeedbackRouteDeps) {
     if (!mayWriteDataset(key, body.record.feedback_dataset_id)) {
       throw new AppError('forbidden', `this API key may not write to the dataset ${JSON.stringify(body.record.feedback_dataset_id)}`);
     }
+    deps.datasets.checkRecordWrite(body.record.feedback_dataset_id, body.record.field_to_value, body.response);
     await accept(ctx, deps, 'feedback-record', ctx.state['body'], (seed) => {
       const datasetId = body.record.feedback_dataset_id;
       const recordId = seed === undefined ? deps.ids.newRecordId(datasetId) : deps.ids.recordIdFromSeed(seed, datasetId);
@@ -160,6 +164,7 @@ export function postFeedbackResponse(deps: FeedbackRouteDeps) {
     if (key.datasets !== null && !key.datasets.some((d) => deps.ids.datasetMatches(body.feedback_record_id, d))) {
       throw new AppError('forbidden', 'this API key may not write to the dataset of this record');
     }
+    await deps.datasets.checkResponseWrite(body.feedback_record_id, body.response);
     await accept(ctx, deps, 'feedback-response', ctx.state['body'], () => {
       const userId = body.response.user_id ?? key.name;
       const responseId = deps.ids.responseId(body.feedback_record_id, userId);
