@@ -66,7 +66,7 @@ function details(issues: readonly v.BaseIssue<unknown>[], prefix: string, what: 
     const sub = formatPath(issue.path);
     const path = sub.startsWith('[') ? prefix + sub : `${prefix}.${sub}`;
     if (issue.type === 'never') return { path, message: `is not a ${what} of this dataset` };
-    if (issue.kind === 'schema' && issue.received === 'undefined' && issue.path !== undefined && issue.path.length === 1) return { path, message: 'is required' };
+    if (issue.kind === 'schema' && issue.received === 'undefined' && issue.path !== undefined) return { path, message: 'is required' };
     return { path, message: issue.message };
   });
 }

@@ -64,6 +64,7 @@ describe('dataset validators (compiled from a definition)', () => {
   it('a chat message must be {role, content} and nothing else', () => {
     const problems = fieldProblems({ ...VALID_FIELDS, chat: [{ role: 'user' }, { role: '', content: 'x' }, { role: 'user', content: 'x', at: 1 }] });
     expect(problems.map((p) => p.path)).to.deep.equal(['record.field_to_value.chat[0].content', 'record.field_to_value.chat[1].role', 'record.field_to_value.chat[2].at']);
+    expect(problems[0]!.message).to.equal('is required');
   });
   it('json fields take any JSON value, null included', () => {
     for (const extra of [null, 1, 'x', [1], { a: { b: [] } }, true]) expect(fieldProblems({ ...VALID_FIELDS, extra })).to.deep.equal([]);
