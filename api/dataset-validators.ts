@@ -81,31 +81,38 @@ export interface CompiledDataset {
 }
 
 /**
- * Builds valibot schemas from `definition`: one for the record's fields, one for a submitted
+ * Builds valibot schemas from `definition`, once each: one for the record's fields, one for a submitted
  * response (required questions required, rankings complete), one for a draft or discarded
  * response (any subset of the questions, Argilla's rule). Values were already checked against
  * the contract's key and JSON rules (shared/schemas.ts); these add the dataset's own.
  */
 export function compileDataset(definition: DatasetDefinition): CompiledDataset {
-  const fieldEntries: Record<string, v.GenericSchema> = {};
-  for (const field of definition.fields) fieldEntries[field.name] = field.required ? fieldSchema(field) : v.exactOptional(fieldSchema(field));
-  const submittedEntries: Record<string, v.GenericSchema> = {};
-  const partialEntries: Record<string, v.GenericSchema> = {};
-  for (const question of definition.questions) {
-    const complete = questionSchema(question, definition.fields, true);
-    submittedEntries[question.name] = question.required ? complete : v.exactOptional(complete);
-    partialEntries[question.name] = v.exactOptional(questionSchema(question, definition.fields, false));
-  }
-  const record = closed(fieldEntries);
-  const submitted = closed(submittedEntries);
-  const partial = closed(partialEntries);
+  // Each schema is built on its first use and kept: a process holding many definitions pays the
+  // memory of the validators only for the datasets that receive writes.
+  let record: v.GenericSchema | undefined;
+  let submitted: v.GenericSchema | undefined;
+  let partial: v.GenericSchema | undefined;
+  const buildRecord = () => {
+    const entries: Record<string, v.GenericSchema> = {};
+    for (const field of definition.fields) entries[field.name] = field.required ? fieldSchema(field) : v.exactOptional(fieldSchema(field));
+    return closed(entries);
+  };
+  const buildResponse = (complete: boolean) => {
+    const entries: Record<string, v.GenericSchema> = {};
+    for (const question of definition.questions) {
+      const schema = questionSchema(question, definition.fields, complete);
+      entries[question.name] = complete && question.required ? schema : v.exactOptional(schema);
+    }
+    return closed(entries);
+  };
   const run = (schema: v.GenericSchema, input: unknown, prefix: string, what: string): ErrorDetail[] => {
     const result = v.safeParse(schema, input, { abortEarly: false });
     return result.success ? [] : details(result.issues, prefix, what);
   };
   return {
     definition,
-    checkRecord: (fieldToValue) => run(record, fieldToValue, 'record.field_to_value', 'field'),
-    checkResponse: (values, status) => run(status === 'submitted' ? submitted : partial, values, 'response.values', 'question'),
+    checkRecord: (fieldToValue) => run((record ??= buildRecord()), fieldToValue, 'record.field_to_value', 'field'),
+    checkResponse: (values, status) =>
+      run(status === 'submitted' ? (submitted ??= buildResponse(true)) : (partial ??= buildResponse(false)), values, 'response.values', 'question'),
   };
 }
