@@ -23,7 +23,7 @@ const optionList = <T extends string | number>(itemSchema: v.GenericSchema<unkno
   );
 const optionString = v.pipe(v.string('must be a string'), v.minLength(1, 'must not be empty'), v.maxLength(DATASET_LIMITS.optionLength, `must be at most ${DATASET_LIMITS.optionLength} characters`));
 const required = v.optional(v.boolean('must be true or false'), true);
-const finite = v.pipe(v.number('must be a number'), v.finite('must be a finite number'));
+const finite = v.pipe(v.number('must be a number'), v.check((n) => Number.isFinite(n), 'must be a finite number'));
 
 const Field = v.strictObject({
   name: keyName,
