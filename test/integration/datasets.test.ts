@@ -5,6 +5,7 @@ import { startApi, type ApiServer } from '../../api/server.js';
 import { createDatasetAdmin } from '../../shared/dataset-admin.js';
 import { createIdMinter } from '../../shared/ids.js';
 import { runDatasetsCommand } from '../../scripts/datasets.js';
+import { runCli } from '../helpers/cli.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
 import { eventually, records, silentLogger, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
 
@@ -174,6 +175,14 @@ describe('datasets (HTTP, open mode)', () => {
     expect(JSON.parse(lines.join('\n')).questions).to.have.length(6);
     expect(await runDatasetsCommand(['show', 'ds_nothing'], datasetAdmin, io)).to.equal(1);
     expect(await runDatasetsCommand(['apply'], datasetAdmin, io)).to.equal(2);
+  });
+
+  it('npm run datasets as a process: show prints the stored definition, a missing one exits 1', async () => {
+    const shown = await runCli('scripts/datasets-main.ts', ['show', 'ds_support_bot'], stack.config, API_KEYS);
+    expect(shown.code, shown.stderr).to.equal(0);
+    expect(JSON.parse(shown.stdout).id).to.equal('ds_support_bot');
+    const missing = await runCli('scripts/datasets-main.ts', ['show', 'ds_nothing'], stack.config, API_KEYS);
+    expect([missing.code, missing.stderr.trim()]).to.deep.equal([1, 'error: the dataset "ds_nothing" has no definition']);
   });
 });
 
