@@ -19,6 +19,8 @@ import { jsonBody } from './middleware/json-body.js';
 import { requestId } from './middleware/request-id.js';
 import { requestLog } from './middleware/request-log.js';
 import { postFeedbackRecord, postFeedbackResponse } from './routes/feedback.js';
+import { NO_DATASET_GATE, type DatasetGate } from './dataset-gate.js';
+import { DATASETS_PATH, getDataset, getDatasetSchema, listDatasets, putDataset, type DatasetRouteDeps } from './routes/datasets.js';
 import { getHealthz, getMetrics, getReadyz } from './routes/service.js';
 import { createOpenApiDocument } from './openapi.js';
 import { getOpenApi } from './routes/openapi.js';
@@ -48,6 +50,8 @@ interface AppDeps {
   readonly feedbackTokens?: { readonly tokens: FeedbackTokens; readonly maxTtlSeconds: number };
   /** `CORS_ORIGINS`: origins whose pages may call `POST /feedback-response`; absent or empty = no CORS. */
   readonly corsOrigins?: readonly string[];
+  /** Dataset definitions: the writes' checks and the `/datasets` endpoints; absent = no checks, not mounted (the benchmark's peers). */
+  readonly datasets?: DatasetRouteDeps & { readonly gate: DatasetGate };
 }
 
 /** The routes a browser page calls (with a feedback token); the only ones that answer CORS. */
@@ -59,7 +63,7 @@ export function createApp(deps: AppDeps): Koa {
   // Errors are rendered by errorHandler; Koa's own handler would print to stderr.
   app.silent = true;
 
-  const routeDeps = { logger: deps.logger, enqueuer: deps.enqueuer, idempotency: deps.idempotency, ids: deps.ids, backlog: deps.backlog, retryAfterSeconds: deps.retryAfterSeconds };
+  const routeDeps = { logger: deps.logger, enqueuer: deps.enqueuer, idempotency: deps.idempotency, ids: deps.ids, backlog: deps.backlog, retryAfterSeconds: deps.retryAfterSeconds, datasets: deps.datasets?.gate ?? NO_DATASET_GATE };
   const limitAndParse = [...(deps.rateLimit === undefined ? [] : [deps.rateLimit]), ...jsonBody({ limitBytes: deps.bodyLimitBytes })];
   const write = [authenticate(deps.keys), ...limitAndParse];
   const router = new Router();
@@ -75,9 +79,16 @@ export function createApp(deps: AppDeps): Koa {
   router.get('/openapi.json', getOpenApi(createOpenApiDocument()));
   router.get('/readyz', getReadyz(deps.backlog));
   router.get('/metrics', getMetrics(deps.metrics));
+  if (deps.datasets !== undefined) {
+    const admin = [authenticate(deps.keys), requireAdmin()];
+    router.put(`${DATASETS_PATH}/:id`, ...admin, ...jsonBody({ limitBytes: deps.bodyLimitBytes }), putDataset(deps.datasets));
+    router.get(`${DATASETS_PATH}/:id`, ...admin, getDataset(deps.datasets));
+    router.get(DATASETS_PATH, ...admin, listDatasets(deps.datasets));
+    router.get(`${DATASETS_PATH}/:id/schema`, authenticate(deps.keys), getDatasetSchema(deps.datasets));
+  }
   if (deps.deadLetters !== undefined) {
     const admin = [authenticate(deps.keys), requireAdmin()];
-    const dl = { deadLetters: deps.deadLetters, retryAfterSeconds: deps.retryAfterSeconds };
+    const dl = { deadLetters: deps.deadLetters, retryAfterSeconds: deps.retryAfterSeconds, datasets: deps.datasets?.gate ?? NO_DATASET_GATE };
     router.get(DEAD_LETTERS_PATH, ...admin, listDeadLetters(dl));
     router.get(`${DEAD_LETTERS_PATH}/:id`, ...admin, getDeadLetter(dl));
     router.post(`${DEAD_LETTERS_PATH}/:id/retry`, ...admin, retryDeadLetter(dl));

@@ -8,6 +8,8 @@ import { IDEMPOTENCY_KEY_RE } from './idempotency.js';
 import type { AcceptedBody } from './routes/feedback.js';
 import { DeadLetterReason } from '../shared/dead-letters.js';
 import { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, type DeadLetterSummary } from '../shared/dead-letter-admin.js';
+import { DatasetDefinitionInput } from '../shared/dataset-definition.js';
+import { DATASET_LIST_MAX } from '../shared/dataset-admin.js';
 
 /** An OpenAPI 3.1 document, as plain JSON. */
 export type OpenApiDocument = Record<string, unknown>;
@@ -232,6 +234,66 @@ const DeadLetterSummarySchema = v.object({
 const summaryMatches: [v.InferOutput<typeof DeadLetterSummarySchema>, DeadLetterSummary] extends [DeadLetterSummary, v.InferOutput<typeof DeadLetterSummarySchema>] ? true : never = true;
 void summaryMatches;
 
+const DATASET_ID = { name: 'id', in: 'path', required: true, description: 'The dataset id (`feedback_dataset_id`).', schema: { type: 'string', minLength: 1, maxLength: 256 } };
+const DATASET = jsonContent({ $ref: '#/components/schemas/DatasetDefinition' });
+
+/** `/datasets…` (api/routes/datasets.ts): definitions under the admin scope; `/schema` for any key that may write to the dataset. */
+function datasetPaths(): Record<string, unknown> {
+  return {
+    '/datasets': {
+      get: adminOperation({
+        operationId: 'listDatasets',
+        summary: 'List dataset definitions, by id',
+        parameters: [
+          { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: DATASET_LIST_MAX, default: 100 } },
+          { name: 'cursor', in: 'query', required: false, description: 'The `next_cursor` of the previous page.', schema: { type: 'string' } },
+        ],
+        codes: ['validation_failed'],
+        responses: { '200': { description: 'One page.', headers: X_REQUEST_ID_HEADERS, content: jsonContent({ type: 'object', required: ['items', 'next_cursor'], properties: { items: { type: 'array', items: { $ref: '#/components/schemas/DatasetDefinition' } }, next_cursor: { type: ['string', 'null'] } } }) } },
+      }),
+    },
+    '/datasets/{id}': {
+      put: {
+        ...adminOperation({
+          operationId: 'putDataset',
+          summary: 'Create or replace a dataset definition (idempotent)',
+          description: 'Applies to writes accepted after the change (within `DATASETS_REFRESH_MS` in other API processes); stored data is not rewritten.',
+          parameters: [DATASET_ID],
+          codes: ['invalid_json', 'validation_failed', 'unsupported_media_type', 'payload_too_large'],
+          responses: { '200': { description: 'Replaced, or unchanged.', headers: X_REQUEST_ID_HEADERS, content: DATASET }, '201': { description: 'Created.', headers: X_REQUEST_ID_HEADERS, content: DATASET } },
+        }),
+        requestBody: { required: true, content: jsonContent({ $ref: '#/components/schemas/DatasetDefinitionInput' }) },
+      },
+      get: adminOperation({
+        operationId: 'getDataset',
+        summary: 'One dataset definition',
+        parameters: [DATASET_ID],
+        codes: ['dataset_not_found'],
+        responses: { '200': { description: 'The definition.', headers: X_REQUEST_ID_HEADERS, content: DATASET } },
+      }),
+    },
+    '/datasets/{id}/schema': {
+      get: {
+        ...adminOperation({
+          operationId: 'getDatasetSchema',
+          summary: 'JSON Schemas of valid write bodies for this dataset',
+          description: 'Any key that may write to the dataset (no admin scope needed).',
+          parameters: [DATASET_ID],
+          codes: ['dataset_not_found'],
+          responses: {
+            '200': {
+              description: 'JSON Schema 2020-12 of a `POST /feedback-record` body and of a `POST /feedback-response` body.',
+              headers: X_REQUEST_ID_HEADERS,
+              content: jsonContent({ type: 'object', required: ['dataset_id', 'updated_at', 'record_body', 'response_body'], properties: { dataset_id: { type: 'string' }, updated_at: { type: 'string' }, record_body: { type: 'object' }, response_body: { type: 'object' } } }),
+            },
+          },
+        }),
+        tags: ['datasets'],
+      },
+    },
+  };
+}
+
 function serviceOperation(options: { operationId: string; summary: string; responses: Record<string, unknown> }) {
   return {
     operationId: options.operationId,
@@ -271,7 +333,7 @@ export function createOpenApiDocument(): OpenApiDocument {
           summary: 'Create a record and its first response',
           description: 'Live chatbot use: one record plus its first response per call. The API mints both ids before queueing.',
           body: 'FeedbackRecordBody',
-          codes: WRITE_CODES,
+          codes: [...WRITE_CODES, 'dataset_not_found'],
         }),
       },
       '/feedback-response': {
@@ -281,7 +343,7 @@ export function createOpenApiDocument(): OpenApiDocument {
           description:
             'Annotation tools. One response per (record, annotator): a later call for the same pair updates `status` and `values` and keeps the response id.',
           body: 'FeedbackResponseBody',
-          codes: [...WRITE_CODES, 'record_not_found'],
+          codes: [...WRITE_CODES, 'record_not_found', 'dataset_not_found'],
         }),
       },
       '/healthz': {
@@ -364,6 +426,7 @@ export function createOpenApiDocument(): OpenApiDocument {
           },
         }),
       },
+      ...datasetPaths(),
       '/admin/queues': {
         get: {
           ...adminOperation({
@@ -394,6 +457,13 @@ export function createOpenApiDocument(): OpenApiDocument {
         AcceptedResponse: jsonSchemaOf(AcceptedResponse),
         ReadinessResponse: jsonSchemaOf(ReadinessResponse),
         DeadLetterSummary: jsonSchemaOf(DeadLetterSummarySchema),
+        DatasetDefinitionInput: jsonSchemaOf(DatasetDefinitionInput),
+        DatasetDefinition: {
+          allOf: [{ $ref: '#/components/schemas/DatasetDefinitionInput' }],
+          type: 'object',
+          required: ['id', 'fields', 'questions', 'created_at', 'updated_at'],
+          properties: { created_at: { type: 'string', description: 'ISO 8601.' }, updated_at: { type: 'string', description: 'ISO 8601; writes accepted after it are checked against this version.' } },
+        },
         Error: jsonSchemaOf(errorBody(ERROR_CODES)),
         ErrorCode: {
           type: 'string',

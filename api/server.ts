@@ -19,8 +19,11 @@ import { createRateLimiter } from './rate-limit.js';
 import { chainKeyVerifiers, createKeyVerifier } from './middleware/auth.js';
 import { createKeyStore } from './key-store.js';
 import { createDeadLetterAdmin } from '../shared/dead-letter-admin.js';
-import { createMongo } from '../shared/mongo.js';
+import { createDatasetAdmin } from '../shared/dataset-admin.js';
+import { COLLECTIONS, createMongo } from '../shared/mongo.js';
 import { logConnections } from '../shared/redact-url.js';
+import { createDatasetGate } from './dataset-gate.js';
+import { createDatasetStore } from './dataset-store.js';
 import { createOrderClock } from '../shared/order-clock.js';
 import { createOrderFloor } from './order-floor.js';
 import { createFeedbackTokens } from './feedback-tokens.js';
@@ -60,6 +63,20 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   const mongo = createMongo(config);
   const keyStore = createKeyStore({ db: mongo.db, refreshMs: config.apiKeysRefreshMs, logger });
   const keys = chainKeyVerifiers(createKeyVerifier(config.apiKeys, { adminNames: config.adminApiKeyNames }), keyStore);
+  const ids = createIdMinter(config.idSigningSecrets);
+  const datasetAdmin = createDatasetAdmin({ db: mongo.db });
+  const datasetStore = createDatasetStore({ admin: datasetAdmin, ids, refreshMs: config.datasetsRefreshMs, logger });
+  const records = mongo.db.collection<{ _id: string; feedback_dataset_id: string }>(COLLECTIONS.records);
+  const datasetGate = createDatasetGate({
+    registry: datasetStore,
+    ids,
+    mode: config.datasets,
+    // Only when two defined datasets share a fingerprint (rare); bounded like any MongoDB call here.
+    recordDataset: async (recordId) => {
+      const doc = await records.findOne({ _id: recordId }, { projection: { feedback_dataset_id: 1 }, timeoutMS: config.mongodbTimeoutMs }).catch(() => null);
+      return doc?.feedback_dataset_id;
+    },
+  });
   const backlog = createBacklogMonitor({ queue, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger });
   const clock = createOrderClock();
   const orderFloor = createOrderFloor({ db: mongo.db, clock, logger, persistMs: ORDER_FLOOR_PERSIST_MS });
@@ -81,13 +98,14 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
     logger,
     metrics,
     keys,
-    ids: createIdMinter(config.idSigningSecrets),
+    ids,
     enqueuer,
     idempotency: createIdempotencyStore({ redis, prefix: `feedback-ingest:${config.queueName}`, ttlSeconds: config.idempotencyTtlSeconds, pendingTtlSeconds: config.idempotencyPendingTtlSeconds }),
     backlog,
     bodyLimitBytes: config.bodyLimitBytes,
     retryAfterSeconds: config.retryAfterSeconds,
     dashboardQueue: queue,
+    datasets: { gate: datasetGate, admin: datasetAdmin, registry: datasetStore, reload: () => datasetStore.refresh() },
     deadLetters: createDeadLetterAdmin({ db: mongo.db, queue, compression: config.queueCompression }),
     feedbackTokens: {
       tokens: createFeedbackTokens({ secrets: config.idSigningSecrets, defaultTtlSeconds: config.feedbackTokenTtlSeconds, maxTtlSeconds: config.feedbackTokenMaxTtlSeconds }),
@@ -103,7 +121,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
     void checkPersistence(redis, logger);
   });
   // Bounded: with MongoDB down the API starts with the API_KEYS keys and loads the others later.
-  await Promise.all([keyStore.start(config.mongodbTimeoutMs), orderFloor.start(config.mongodbTimeoutMs)]);
+  await Promise.all([keyStore.start(config.mongodbTimeoutMs), orderFloor.start(config.mongodbTimeoutMs), datasetStore.start(config.mongodbTimeoutMs)]);
 
   // Node enforces the two timeouts below only when it sweeps its connections, every
   // connectionsCheckingInterval (30 s by default): a slowloris would get up to 30 s more.
@@ -125,6 +143,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
     await redis.quit().catch(() => redis.disconnect());
     await scrapeRedis.quit().catch(() => scrapeRedis.disconnect());
     await keyStore.close();
+    await datasetStore.close();
     await mongo.close();
   };
   try {
@@ -141,7 +160,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   }
   // Only once bound: a process that says it listens does.
   const port = (server.address() as AddressInfo).port;
-  logger.info({ host: config.host, port, queue: config.queueName }, 'api listening');
+  logger.info({ host: config.host, port, queue: config.queueName, datasets: config.datasets, defined_datasets: datasetStore.size }, 'api listening');
 
   let closing: Promise<void> | undefined;
   return {

@@ -2,6 +2,9 @@ import { createHash } from 'node:crypto';
 import * as v from 'valibot';
 import { JOB_COMPRESSIONS } from './job-payload.js';
 
+/** `open`: a dataset without a definition takes any fields and questions; `strict`: it is 404 `dataset_not_found`. */
+export const DATASET_MODES = ['open', 'strict'] as const;
+
 /** One configured API key. The secret itself is never kept: only its SHA-256 digest. */
 export interface ApiKeyConfig {
   readonly name: string;
@@ -150,6 +153,8 @@ const SETTINGS = {
   apiKeys: text('API_KEYS', '', 'Comma-separated `name:secret` or `name:sha256:<hex digest of the secret>`; the name is the default `user_id`. Never logged.', { type: 'list' }),
   adminApiKeyNames: text('ADMIN_API_KEY_NAMES', '', 'Comma-separated names from `API_KEYS` whose keys carry the admin scope (`/admin/...`). Stored keys get it with `npm run keys -- create --admin`.', { type: 'list' }),
   apiKeysRefreshMs: int('API_KEYS_REFRESH_MS', { default: 5000, min: 50, max: 3_600_000, unit: 'ms' }, 'How often each API process reloads the keys stored in MongoDB; a new or revoked key takes effect within this.'),
+  datasets: oneOf('DATASETS', DATASET_MODES, 'open', 'A write to a dataset without a definition: `open` takes any fields and questions (key-name rules only), `strict` answers 404 `dataset_not_found`. See [Datasets](#datasets).'),
+  datasetsRefreshMs: int('DATASETS_REFRESH_MS', { default: 5000, min: 50, max: 3_600_000, unit: 'ms' }, 'How often each API process reloads the dataset definitions; a new or changed definition applies to writes within this.'),
   idSigningSecrets: optionalText('ID_SIGNING_SECRETS', 'Comma-separated HMAC secrets for record ids and, through HKDF, the key of browser feedback tokens (≥ 16 chars; the first signs, all verify). Unset: a development secret. Required when `NODE_ENV=production`; the same for every API process.', 'list'),
   feedbackTokenTtlSeconds: int('FEEDBACK_TOKEN_TTL_SECONDS', { default: 900, min: 10, max: 7 * 86_400, unit: 's' }, 'Lifetime of a browser feedback token when `POST /feedback-tokens` asks for none; at most `FEEDBACK_TOKEN_MAX_TTL_SECONDS`. See [Feedback from the browser](#feedback-from-the-browser).'),
   feedbackTokenMaxTtlSeconds: int('FEEDBACK_TOKEN_MAX_TTL_SECONDS', { default: 3600, min: 10, max: 7 * 86_400, unit: 's' }, 'Longest lifetime a feedback token may be given (`expires_in_seconds` above it is 400); tokens older than this are refused even if minted under a higher maximum.'),

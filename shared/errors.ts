@@ -19,6 +19,7 @@ export const ErrorCode = {
   request_timeout: { status: 408, description: 'The headers or the body did not arrive within `HTTP_HEADERS_TIMEOUT_MS` / `HTTP_REQUEST_TIMEOUT_MS`; the connection is closed.' },
   headers_too_large: { status: 431, description: 'The request headers are larger than Node\'s limit (16 KiB); the connection is closed.' },
   not_found: { status: 404, description: 'Unknown path.' },
+  dataset_not_found: { status: 404, description: 'The dataset has no definition and the server runs with `DATASETS=strict`; or `GET /datasets/{id}` of an undefined dataset.' },
   record_not_found: { status: 404, description: 'The record is neither stored nor accepted and queued.' },
   method_not_allowed: { status: 405, description: 'Known path, wrong method; `Allow` lists the methods.', headers: ['Allow'] },
   idempotency_key_reused: { status: 409, description: 'The same `Idempotency-Key` was used with a different body.' },

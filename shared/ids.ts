@@ -37,6 +37,13 @@ export interface IdMinter {
    * {@link isMintedRecordId} for that.
    */
   datasetMatches(recordId: string, datasetId: string): boolean;
+  /**
+   * The fingerprints `datasetId` has under each secret (the signer's first), as unsigned 32-bit
+   * numbers: an index built from them finds a record's dataset among known ones without a store read.
+   */
+  datasetFingerprints(datasetId: string): readonly number[];
+  /** The dataset fingerprint inside a well-formed record id, or undefined. Does not check the tag. */
+  recordFingerprint(recordId: string): number | undefined;
   /** The response id of a (record, annotator) pair; stable, so updates keep it. */
   responseId(recordId: string, userId: string): string;
 }
@@ -115,6 +122,12 @@ export function createIdMinter(secrets: readonly string[]): IdMinter {
       let ok = false;
       for (const secret of keys) ok = timingSafeEqual(fingerprint(secret, datasetId), given) || ok;
       return ok;
+    },
+    datasetFingerprints(datasetId) {
+      return keys.map((secret) => fingerprint(secret, datasetId).readUInt32BE(0));
+    },
+    recordFingerprint(recordId) {
+      return decode(recordId)?.body.readUInt32BE(FINGERPRINT_OFFSET);
     },
     responseId(recordId, userId) {
       const digest = createHash('sha256').update('response\0').update(recordId).update('\0').update(userId).digest();

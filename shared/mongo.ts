@@ -11,6 +11,8 @@ export const COLLECTIONS = {
   deadLetters: 'feedback_dead_letters',
   /** Keys managed with `npm run keys`, by SHA-256 of the secret (see shared/api-keys.ts). */
   apiKeys: 'api_keys',
+  /** Dataset definitions, by dataset id (see shared/dataset-admin.ts). */
+  datasets: 'feedback_datasets',
 } as const;
 
 export interface MongoHandle {

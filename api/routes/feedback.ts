@@ -11,6 +11,7 @@ import {
   type Write,
 } from '../../shared/schemas.js';
 import type { BacklogMonitor } from '../backlog.js';
+import type { DatasetGate } from '../dataset-gate.js';
 import type { Enqueuer } from '../enqueuer.js';
 import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore } from '../idempotency.js';
 import type { FeedbackTokenScope } from '../feedback-tokens.js';
@@ -31,6 +32,8 @@ interface FeedbackRouteDeps {
   readonly ids: IdMinter;
   readonly backlog: BacklogMonitor;
   readonly retryAfterSeconds: number;
+  /** Checks fields and questions against the dataset's definition, before anything is queued. */
+  readonly datasets: DatasetGate;
 }
 
 /** `input` checked against `schema`, or 400 `validation_failed` listing every problem. */
@@ -172,6 +175,7 @@ export function postFeedbackRecord(deps: FeedbackRouteDeps) {
     if (!mayWriteDataset(key, body.record.feedback_dataset_id)) {
       throw new AppError('forbidden', `this API key may not write to the dataset ${JSON.stringify(body.record.feedback_dataset_id)}`);
     }
+    deps.datasets.checkRecordWrite(body.record.feedback_dataset_id, body.record.field_to_value, body.response);
     await accept(ctx, deps, 'feedback-record', ctx.state['body'], (seed) => {
       const datasetId = body.record.feedback_dataset_id;
       const recordId = seed === undefined ? deps.ids.newRecordId(datasetId) : deps.ids.recordIdFromSeed(seed, datasetId);
@@ -200,6 +204,7 @@ export function postFeedbackResponse(deps: FeedbackRouteDeps) {
     // A token's record was checked against its minting key's datasets when it was minted.
     if (token === undefined) checkRecordWritable(deps.ids, key, body.feedback_record_id);
     else checkTokenScope(token, body);
+    await deps.datasets.checkResponseWrite(body.feedback_record_id, body.response);
     await accept(ctx, deps, 'feedback-response', ctx.state['body'], () => {
       const userId = token?.userId ?? body.response.user_id ?? key.name;
       const responseId = deps.ids.responseId(body.feedback_record_id, userId);

@@ -110,7 +110,7 @@ describe('GET /openapi.json', () => {
   });
 
   it('documents the admin endpoints, and a real dead-letter list and entry match their schemas', async () => {
-    for (const [path, method] of [['/admin/dead-letters', 'get'], ['/admin/dead-letters/{id}', 'get'], ['/admin/dead-letters/{id}', 'delete'], ['/admin/dead-letters/{id}/retry', 'post'], ['/admin/queues', 'get']] as const) {
+    for (const [path, method] of [['/admin/dead-letters', 'get'], ['/admin/dead-letters/{id}', 'get'], ['/admin/dead-letters/{id}', 'delete'], ['/admin/dead-letters/{id}/retry', 'post'], ['/admin/queues', 'get'], ['/datasets', 'get'], ['/datasets/{id}', 'put'], ['/datasets/{id}', 'get']] as const) {
       const op = operation(doc, path, method);
       expect(op['security'], `${method} ${path}`).to.deep.include({ bearerAuth: [] });
       expect(codesByStatus(op['responses']).get('403'), `${method} ${path}`).to.include('forbidden');
@@ -148,8 +148,8 @@ describe('GET /openapi.json', () => {
     expect(record.get('400')).to.include.members(['invalid_json', 'validation_failed', 'invalid_header']);
     expect(record.get('401')).to.have.members(['unauthorized', 'invalid_api_key']);
     expect(record.get('503')).to.have.members(['queue_unavailable', 'overloaded']);
-    expect(record.get('404'), 'a record is never looked up by POST /feedback-record').to.equal(undefined);
-    expect(response.get('404')).to.have.members(['record_not_found']);
+    expect(record.get('404'), 'a record is never looked up by POST /feedback-record').to.have.members(['dataset_not_found']);
+    expect(response.get('404')).to.have.members(['record_not_found', 'dataset_not_found']);
     for (const ops of [record, response]) {
       for (const [status, codes] of ops) {
         for (const code of codes) expect(String(ErrorCode[code as ErrorCode].status), `${code} documented under ${status}`).to.equal(status);

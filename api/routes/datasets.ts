@@ -1,0 +1,83 @@
+import type { Context } from 'koa';
+import * as v from 'valibot';
+import { DatasetDefinitionError, DatasetListQuery, type DatasetAdmin } from '../../shared/dataset-admin.js';
+import { AppError } from '../../shared/errors.js';
+import type { Logger } from '../../shared/logger.js';
+import { toDetails } from '../../shared/schemas.js';
+import { datasetJsonSchemas } from '../dataset-json-schema.js';
+import type { DatasetRegistry } from '../dataset-store.js';
+import { mayWriteDataset, type AuthenticatedKey } from '../middleware/auth.js';
+
+/** Where the dataset endpoints live. */
+export const DATASETS_PATH = '/datasets';
+
+export interface DatasetRouteDeps {
+  readonly admin: DatasetAdmin;
+  /** The definitions this process checks writes against (what `/schema` describes). */
+  readonly registry: DatasetRegistry;
+  /** Reloads `registry` now, so that this process applies a PUT at once (others within DATASETS_REFRESH_MS). */
+  readonly reload: () => Promise<unknown>;
+}
+
+type WithId = Context & { params: Record<string, string> };
+
+function notFound(id: string): AppError {
+  return new AppError('dataset_not_found', `the dataset ${JSON.stringify(id)} has no definition`);
+}
+
+/** `PUT /datasets/:id` (admin): create (201) or replace (200) the definition; the same one again changes nothing. */
+export function putDataset(deps: DatasetRouteDeps) {
+  return async (ctx: WithId): Promise<void> => {
+    const id = ctx.params['id']!;
+    let outcome;
+    try {
+      outcome = await deps.admin.put(id, ctx.state['body']);
+    } catch (err) {
+      if (!(err instanceof DatasetDefinitionError)) throw err;
+      throw new AppError('validation_failed', err.message, { details: err.details });
+    }
+    await deps.reload();
+    (ctx.state['log'] as Logger | undefined)?.info({ dataset_id: id, created: outcome.created, updated_at: outcome.definition.updated_at }, 'dataset definition stored');
+    ctx.status = outcome.created ? 201 : 200;
+    ctx.body = outcome.definition;
+  };
+}
+
+/** `GET /datasets/:id` (admin): the stored definition. */
+export function getDataset(deps: DatasetRouteDeps) {
+  return async (ctx: WithId): Promise<void> => {
+    const id = ctx.params['id']!;
+    const definition = await deps.admin.get(id);
+    if (definition === undefined) throw notFound(id);
+    ctx.body = definition;
+  };
+}
+
+/** `GET /datasets?limit=&cursor=` (admin): definitions ordered by id. */
+export function listDatasets(deps: DatasetRouteDeps) {
+  return async (ctx: Context): Promise<void> => {
+    const query: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(ctx.query)) query[name] = value;
+    const parsed = v.safeParse(DatasetListQuery, query, { abortEarly: false });
+    if (!parsed.success) {
+      const details = toDetails(parsed.issues).map((d) => ({ path: `query.${d.path}`, message: d.message }));
+      throw new AppError('validation_failed', `${details[0]!.path} ${details[0]!.message}`, { details });
+    }
+    ctx.body = await deps.admin.list(parsed.output);
+  };
+}
+
+/**
+ * `GET /datasets/:id/schema` (any key that may write to the dataset): JSON Schemas of valid
+ * write bodies, from the definition this process enforces.
+ */
+export function getDatasetSchema(deps: DatasetRouteDeps) {
+  return (ctx: WithId): void => {
+    const id = ctx.params['id']!;
+    const key = ctx.state['apiKey'] as AuthenticatedKey;
+    if (!mayWriteDataset(key, id)) throw new AppError('forbidden', `this API key may not write to the dataset ${JSON.stringify(id)}`);
+    const dataset = deps.registry.byId(id);
+    if (dataset === undefined) throw notFound(id);
+    ctx.body = { dataset_id: id, updated_at: dataset.definition.updated_at, ...datasetJsonSchemas(dataset.definition) };
+  };
+}
