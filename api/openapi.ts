@@ -535,7 +535,7 @@ function withFeedbackTokens(doc: OpenApiDocument): OpenApiDocument {
     ...respond,
     description: `${String(respond['description'])} A browser may call it with a feedback token (POST /feedback-tokens) instead of an API key: the token writes only its record, as its annotator (\`user_id\` is forced to the token's), and only its questions; CORS answers the origins of \`CORS_ORIGINS\`.`,
     security: [{ bearerAuth: [] }, { feedbackToken: [] }],
-    responses: { ...(respond['responses'] as Record<string, unknown>), ...errorResponses([...WRITE_CODES, 'record_not_found', ...TOKEN_CODES]) },
+    responses: { ...(respond['responses'] as Record<string, unknown>), ...errorResponses([...WRITE_CODES, 'record_not_found', 'dataset_not_found', ...TOKEN_CODES]) },
   };
   paths['/feedback-tokens'] = {
     post: {
