@@ -15,6 +15,7 @@ import { errorHandler } from './middleware/errors.js';
 import { jsonBody } from './middleware/json-body.js';
 import { requestId } from './middleware/request-id.js';
 import { requestLog } from './middleware/request-log.js';
+import { FEEDBACK_BATCH_PATH, postFeedbackBatch } from './routes/batch.js';
 import { postFeedbackRecord, postFeedbackResponse } from './routes/feedback.js';
 import { getHealthz, getMetrics, getReadyz } from './routes/service.js';
 import { createOpenApiDocument } from './openapi.js';
@@ -31,6 +32,10 @@ interface AppDeps {
   readonly idempotency: IdempotencyStore;
   readonly backlog: BacklogMonitor;
   readonly bodyLimitBytes: number;
+  /** Most items of one `POST /feedback-batch` (`BATCH_REQUEST_MAX_ITEMS`). */
+  readonly batchRequestMaxItems: number;
+  /** Body limit of `POST /feedback-batch` (`BATCH_REQUEST_MAX_BYTES`), bytes. */
+  readonly batchRequestMaxBytes: number;
   readonly retryAfterSeconds: number;
   /** Per-key rate limit of the write routes (api/rate-limit.ts), after authentication; absent = none (the benchmark's servers). */
   readonly rateLimit?: Middleware;
@@ -47,10 +52,12 @@ export function createApp(deps: AppDeps): Koa {
   app.silent = true;
 
   const routeDeps = { logger: deps.logger, enqueuer: deps.enqueuer, idempotency: deps.idempotency, ids: deps.ids, backlog: deps.backlog, retryAfterSeconds: deps.retryAfterSeconds };
-  const write = [authenticate(deps.keys), ...(deps.rateLimit === undefined ? [] : [deps.rateLimit]), ...jsonBody({ limitBytes: deps.bodyLimitBytes })];
+  const writeGate = [authenticate(deps.keys), ...(deps.rateLimit === undefined ? [] : [deps.rateLimit])];
+  const write = [...writeGate, ...jsonBody({ limitBytes: deps.bodyLimitBytes })];
   const router = new Router();
   router.post('/feedback-record', ...write, postFeedbackRecord(routeDeps));
   router.post('/feedback-response', ...write, postFeedbackResponse(routeDeps));
+  router.post(FEEDBACK_BATCH_PATH, ...writeGate, ...jsonBody({ limitBytes: deps.batchRequestMaxBytes }), postFeedbackBatch({ ...routeDeps, maxItems: deps.batchRequestMaxItems }));
   router.get('/healthz', getHealthz());
   router.get('/openapi.json', getOpenApi(createOpenApiDocument()));
   router.get('/readyz', getReadyz(deps.backlog));

@@ -80,6 +80,8 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
     idempotency: createIdempotencyStore({ redis, prefix: `feedback-ingest:${config.queueName}`, ttlSeconds: config.idempotencyTtlSeconds, pendingTtlSeconds: config.idempotencyPendingTtlSeconds }),
     backlog,
     bodyLimitBytes: config.bodyLimitBytes,
+    batchRequestMaxItems: config.batchRequestMaxItems,
+    batchRequestMaxBytes: config.batchRequestMaxBytes,
     retryAfterSeconds: config.retryAfterSeconds,
     dashboardQueue: queue,
     deadLetters: createDeadLetterAdmin({ db: mongo.db, queue, compression: config.queueCompression }),
