@@ -59,7 +59,7 @@ export function createApp(deps: AppDeps): Koa {
   router.post('/feedback-response', ...write, postFeedbackResponse(routeDeps));
   router.post(FEEDBACK_BATCH_PATH, ...writeGate, ...jsonBody({ limitBytes: deps.batchRequestMaxBytes }), postFeedbackBatch({ ...routeDeps, maxItems: deps.batchRequestMaxItems }));
   router.get('/healthz', getHealthz());
-  router.get('/openapi.json', getOpenApi(createOpenApiDocument()));
+  router.get('/openapi.json', getOpenApi(createOpenApiDocument({ batchRequestMaxItems: deps.batchRequestMaxItems })));
   router.get('/readyz', getReadyz(deps.backlog));
   router.get('/metrics', getMetrics(deps.metrics));
   if (deps.deadLetters !== undefined) {
