@@ -1,15 +1,11 @@
 import * as v from 'valibot';
 import { AppError } from '../shared/errors.js';
 import type { IdMinter } from '../shared/ids.js';
+import type { AcceptedBody } from '../shared/answers.js';
 import { toDetails, type FeedbackRecordBody, type ResponseStatus, type Write } from '../shared/schemas.js';
 import { mayWriteDataset, type AuthenticatedKey } from './middleware/auth.js';
 
-/** The 200 body of both write endpoints, and the `result` of an accepted batch item. */
-export interface AcceptedBody {
-  readonly feedback_record_id: string;
-  readonly feedback_response_id: string;
-  readonly status: ResponseStatus;
-}
+export type { AcceptedBody } from '../shared/answers.js';
 
 /** A write ready to be queued, and what the caller is told once it is. */
 export interface BuiltWrite {

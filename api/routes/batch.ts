@@ -1,9 +1,10 @@
 import type { Context } from 'koa';
-import { AppError, isAppError, type ErrorDetail } from '../../shared/errors.js';
+import type { BatchBody, BatchItemResult } from '../../shared/answers.js';
+import { AppError, isAppError } from '../../shared/errors.js';
 import { batchItemKind, BatchResponseToNewRecord, FeedbackRecordBody, feedbackBatchBody, FeedbackResponseBody } from '../../shared/schemas.js';
 import type { EnqueueReceipt } from '../enqueuer.js';
 import { idempotentCall, readIdempotencyKey } from '../idempotent-call.js';
-import { buildRecordWrite, buildResponseWrite, checkRecordScope, checkResponseTarget, parseBody, type AcceptedBody, type BuiltWrite, type WriteContext } from '../writes.js';
+import { buildRecordWrite, buildResponseWrite, checkRecordScope, checkResponseTarget, parseBody, type BuiltWrite, type WriteContext } from '../writes.js';
 import { refuseWhenOverloaded, writeContext, type FeedbackRouteDeps } from './feedback.js';
 
 export const FEEDBACK_BATCH_PATH = '/feedback-batch';
@@ -11,19 +12,7 @@ export const FEEDBACK_BATCH_PATH = '/feedback-batch';
 /** The status of a processed batch, whatever its items' outcomes: each item carries its own. */
 export const BATCH_STATUS = 207;
 
-/** One item's outcome, at its place in the answer. */
-export type BatchItemResult =
-  | { readonly index: number; readonly status: 200; readonly result: AcceptedBody }
-  | { readonly index: number; readonly status: number; readonly error: { readonly code: string; readonly message: string; readonly details?: readonly ErrorDetail[] } };
-
-/** The 207 body of `POST /feedback-batch`. */
-export interface BatchBody {
-  /** Items queued (durably, in Redis) by this call. */
-  readonly accepted: number;
-  /** Items refused, each with its error. */
-  readonly rejected: number;
-  readonly items: readonly BatchItemResult[];
-}
+export type { BatchBody, BatchItemResult } from '../../shared/answers.js';
 
 function itemError(index: number, err: AppError): BatchItemResult {
   const error = { code: err.code, message: err.message, ...(err.details === undefined ? {} : { details: err.details }) };
