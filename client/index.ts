@@ -59,7 +59,10 @@ export interface FeedbackClient {
   listRecords(datasetId: string, query?: ListRecordsQuery, options?: CallOptions): Promise<RecordPage>;
   /** Every record of a listing, page after page (each page a call with its own retries). */
   iterateRecords(datasetId: string, query?: Omit<ListRecordsQuery, 'cursor'>, options?: CallOptions): AsyncGenerator<RecordView, void, undefined>;
-  /** `GET /datasets/{id}/export`: every record, streamed (retried until the answer starts, not after). */
+  /**
+   * `GET /datasets/{id}/export`: every record, streamed. Retries, timeouts and the signal apply
+   * until the answer starts; after that, stop iterating to end the download.
+   */
   exportRecords(datasetId: string, options?: Omit<CallOptions, 'idempotencyKey'>): AsyncGenerator<RecordView, void, undefined>;
 }
 

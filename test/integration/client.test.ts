@@ -137,6 +137,25 @@ describe('createFeedbackClient', () => {
     }
   });
 
+  it('createRecords: a lost batch answer is retried with the same key, answered with the same ids, and each item stored once', async () => {
+    const proxy = await droppingProxy(stack.baseUrl, (n) => n === 1);
+    try {
+      const lossy = createFeedbackClient({ baseUrl: proxy.url, apiKey: TEST_KEY.secret, retry: { baseDelayMs: 20 } });
+      const items = Array.from({ length: 5 }, (_, i) => recordBody({ record: { external_id: `lost-batch-${i}` } }));
+      const result = await lossy.createRecords(items);
+      expect(proxy.forwarded()).to.equal(2);
+      expect(result.accepted).to.equal(5);
+      await eventually(async () => ((await records(stack.db).countDocuments({ external_id: { $regex: '^lost-batch-' } })) >= 5 ? true : undefined), 20_000, 'the records');
+      await eventually(async () => ((await stack.api.queue.getJobCountByTypes('waiting', 'active', 'delayed')) === 0 ? true : undefined), 20_000, 'queue drained');
+      const counts = await countByExternalId(stack, 'lost-batch-');
+      expect([...counts.values()]).to.deep.equal([1, 1, 1, 1, 1]);
+      const stored = new Set((await records(stack.db).find({ external_id: { $regex: '^lost-batch-' } }, { projection: { _id: 1 } }).toArray()).map((d) => d._id));
+      expect(result.items.every((item) => 'result' in item && stored.has(item.result.feedback_record_id))).to.equal(true);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("the caller's AbortSignal ends the call, retries included, with code aborted", async () => {
     const proxy = await droppingProxy(stack.baseUrl, () => true);
     try {
