@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import fc from 'fast-check';
 import { createApiKeyAdmin } from '../../shared/api-keys.js';
 import { sharedServices } from '../helpers/root-hooks.js';
 import { OTHER_KEY, testConfig } from '../helpers/env.js';
@@ -107,6 +108,39 @@ describe('POST /feedback-batch', () => {
     expect(await responses(stack.db).countDocuments({ feedback_record_id: recordId })).to.equal(2);
     const b = await responses(stack.db).findOne({ _id: out[3]!['result'].feedback_response_id });
     expect(b?.['values']).to.deep.equal({ helpful: 5 });
+  });
+
+  it('any mix of good and bad items: each item gets the status its kind calls for, at its index, and only the good ones are stored (fast-check)', async function () {
+    this.timeout(60_000);
+    const earlier = await stack.post('/feedback-record', tagged('prop-seed', 'p-seed'));
+    // Each template: an item and the status a single call would answer it with.
+    const templates: readonly { make: (i: number) => unknown; status: number }[] = [
+      { make: (i) => tagged('prop', `p-${i}`), status: 200 },
+      { make: () => ({ feedback_record_id: earlier.body.feedback_record_id, response: { status: 'draft', values: { x: 1 }, user_id: 'prop-annotator' } }), status: 200 },
+      { make: () => ({ record: { feedback_dataset_id: '', field_to_value: { a: 1 } }, response: { values: { a: 1 } } }), status: 400 },
+      { make: () => ({ feedback_record_id: 'rec_forged', response: { status: 'draft', values: { a: 1 } } }), status: 404 },
+      { make: () => [1, 2], status: 400 },
+      { make: () => ({ record_index: 100, response: { status: 'draft', values: { a: 1 } } }), status: 400 },
+    ];
+    let goodRecords = 0;
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.integer({ min: 0, max: templates.length - 1 }), { minLength: 1, maxLength: 20 }), async (picks) => {
+        run++;
+        const items = picks.map((t, i) => templates[t]!.make(run * 100 + i));
+        const res = await stack.post('/feedback-batch', batch(items));
+        expect(res.status, res.text).to.equal(207);
+        const out = res.body.items as Json[];
+        expect(out.map((o) => o['index'])).to.deep.equal(picks.map((_, i) => i));
+        expect(out.map((o) => o['status'])).to.deep.equal(picks.map((t) => templates[t]!.status));
+        expect(res.body.accepted).to.equal(picks.filter((t) => templates[t]!.status === 200).length);
+        goodRecords += picks.filter((t) => t === 0).length;
+      }),
+      { numRuns: 25, seed: Number(process.env['FUZZ_SEED'] ?? Date.now() % 2 ** 31) },
+    );
+    await eventually(async () => ((await records(stack.db).countDocuments({ 'metadata.tag': 'prop' })) >= goodRecords ? true : undefined), 30_000, `${goodRecords} records`);
+    await eventually(async () => ((await stack.api.queue.getJobCountByTypes('waiting', 'active', 'delayed')) === 0 ? true : undefined), 30_000, 'queue drained');
+    expect(await records(stack.db).countDocuments({ 'metadata.tag': 'prop' })).to.equal(goodRecords);
   });
 
   it('Idempotency-Key: a repeat returns the first answer, item by item, and stores nothing new; another body with the key is 409', async () => {
