@@ -18,6 +18,7 @@ import { errorHandler } from './middleware/errors.js';
 import { jsonBody } from './middleware/json-body.js';
 import { requestId } from './middleware/request-id.js';
 import { requestLog } from './middleware/request-log.js';
+import { FEEDBACK_BATCH_PATH, postFeedbackBatch } from './routes/batch.js';
 import { postFeedbackRecord, postFeedbackResponse } from './routes/feedback.js';
 import { NO_DATASET_GATE, type DatasetGate } from './dataset-gate.js';
 import { DATASETS_PATH, getDataset, getDatasetSchema, listDatasets, putDataset, type DatasetRouteDeps } from './routes/datasets.js';
@@ -36,6 +37,10 @@ interface AppDeps {
   readonly idempotency: IdempotencyStore;
   readonly backlog: BacklogMonitor;
   readonly bodyLimitBytes: number;
+  /** Most items of one `POST /feedback-batch` (`BATCH_REQUEST_MAX_ITEMS`). */
+  readonly batchRequestMaxItems: number;
+  /** Body limit of `POST /feedback-batch` (`BATCH_REQUEST_MAX_BYTES`), bytes. */
+  readonly batchRequestMaxBytes: number;
   readonly retryAfterSeconds: number;
   /** Per-key rate limit of the write routes (api/rate-limit.ts), after authentication; absent = none (the benchmark's servers). */
   readonly rateLimit?: Middleware;
@@ -66,6 +71,7 @@ export function createApp(deps: AppDeps): Koa {
   const routeDeps = { logger: deps.logger, enqueuer: deps.enqueuer, idempotency: deps.idempotency, ids: deps.ids, backlog: deps.backlog, retryAfterSeconds: deps.retryAfterSeconds, datasets: deps.datasets?.gate ?? NO_DATASET_GATE };
   const limitAndParse = [...(deps.rateLimit === undefined ? [] : [deps.rateLimit]), ...jsonBody({ limitBytes: deps.bodyLimitBytes })];
   const write = [authenticate(deps.keys), ...limitAndParse];
+  const writeGate = [authenticate(deps.keys), ...(deps.rateLimit === undefined ? [] : [deps.rateLimit])];
   const router = new Router();
   router.post('/feedback-record', ...write, postFeedbackRecord(routeDeps));
   if (deps.feedbackTokens === undefined) {
@@ -75,8 +81,9 @@ export function createApp(deps: AppDeps): Koa {
     router.post('/feedback-response', authenticate(deps.keys, { feedbackTokens: tokens }), ...limitAndParse, postFeedbackResponse(routeDeps));
     router.post(FEEDBACK_TOKENS_PATH, ...write, postFeedbackToken({ ids: deps.ids, tokens, maxTtlSeconds }));
   }
+  router.post(FEEDBACK_BATCH_PATH, ...writeGate, ...jsonBody({ limitBytes: deps.batchRequestMaxBytes }), postFeedbackBatch({ ...routeDeps, maxItems: deps.batchRequestMaxItems }));
   router.get('/healthz', getHealthz());
-  router.get('/openapi.json', getOpenApi(createOpenApiDocument()));
+  router.get('/openapi.json', getOpenApi(createOpenApiDocument({ batchRequestMaxItems: deps.batchRequestMaxItems })));
   router.get('/readyz', getReadyz(deps.backlog));
   router.get('/metrics', getMetrics(deps.metrics));
   if (deps.datasets !== undefined) {

@@ -2,10 +2,11 @@ import { toJsonSchema, type ConversionConfig, type JsonSchema } from '@valibot/t
 import { STATUS_CODES } from 'node:http';
 import * as v from 'valibot';
 import { ErrorCode, type ErrorDetail, type ErrorHeader } from '../shared/errors.js';
-import { FeedbackRecordBody, FeedbackResponseBody, FeedbackTokenBody, hasAnyKey, isPlainObject, ResponseStatus } from '../shared/schemas.js';
+import { BatchResponseToNewRecord, FeedbackRecordBody, feedbackBatchBody, FeedbackResponseBody, FeedbackTokenBody, hasAnyKey, isPlainObject, ResponseStatus } from '../shared/schemas.js';
 import type { FeedbackTokenAnswer } from './routes/feedback-tokens.js';
 import { IDEMPOTENCY_KEY_RE } from './idempotency.js';
 import type { AcceptedBody } from './routes/feedback.js';
+import { BATCH_STATUS, type BatchBody } from './routes/batch.js';
 import { DeadLetterReason } from '../shared/dead-letters.js';
 import { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, type DeadLetterSummary } from '../shared/dead-letter-admin.js';
 import { DatasetDefinitionInput } from '../shared/dataset-definition.js';
@@ -94,6 +95,26 @@ const AcceptedResponse = v.object({
 // The documented 200 body and the one the routes build must not drift apart.
 const acceptedMatches: [v.InferOutput<typeof AcceptedResponse>, AcceptedBody] extends [AcceptedBody, v.InferOutput<typeof AcceptedResponse>] ? true : never = true;
 void acceptedMatches;
+
+/** The 207 body of `POST /feedback-batch` (documentation only: the route builds it). */
+const BatchResponse = v.object({
+  accepted: v.pipe(v.number(), v.integer(), v.minValue(0), v.description('Items queued by this call (in Redis, acknowledged).')),
+  rejected: v.pipe(v.number(), v.integer(), v.minValue(0), v.description('Items refused, each with its error.')),
+  items: v.pipe(
+    v.array(v.union([
+      v.object({ index: v.pipe(v.number(), v.integer(), v.minValue(0)), status: v.literal(200), result: AcceptedResponse }),
+      v.object({
+        index: v.pipe(v.number(), v.integer(), v.minValue(0)),
+        status: v.pipe(v.number(), v.integer(), v.description('The HTTP status a single call would have had: 400, 403 or 404.')),
+        error: v.object({ code: v.picklist(['validation_failed', 'forbidden', 'record_not_found']), message: v.string(), details: v.exactOptional(v.array(v.object({ path: v.string(), message: v.string() }))) }),
+      }),
+    ])),
+    v.description('One result per item, in the order of the items.'),
+  ),
+});
+// The documented batch answer and the one the route builds must not drift apart (item by item).
+const batchMatches: v.InferOutput<typeof BatchResponse> extends BatchBody ? true : never = true;
+void batchMatches;
 
 const ReadinessResponse = v.object({
   status: v.picklist(['ready', 'not_ready']),
@@ -294,6 +315,16 @@ function datasetPaths(): Record<string, unknown> {
   };
 }
 
+/** The batch envelope, with each item one of the three item bodies (the route checks them one by one). */
+function batchBodySchema(maxItems: number): JsonSchema {
+  const envelope = jsonSchemaOf(feedbackBatchBody(maxItems)) as { properties: { items: Record<string, unknown> } };
+  envelope.properties.items = {
+    ...envelope.properties.items,
+    items: { anyOf: ['FeedbackRecordBody', 'FeedbackResponseBody', 'BatchResponseToNewRecord'].map((name) => ({ $ref: `#/components/schemas/${name}` })) },
+  };
+  return envelope as JsonSchema;
+}
+
 function serviceOperation(options: { operationId: string; summary: string; responses: Record<string, unknown> }) {
   return {
     operationId: options.operationId,
@@ -309,7 +340,7 @@ function serviceOperation(options: { operationId: string; summary: string; respo
  * the routes validate with (shared/schemas.ts); what JSON Schema cannot express is said in
  * descriptions (see CONVERSION). Pure: build it once, serve it many times.
  */
-export function createOpenApiDocument(): OpenApiDocument {
+export function createOpenApiDocument(options: { batchRequestMaxItems: number }): OpenApiDocument {
   const perStatus: Record<string, unknown> = {};
   for (const [status, response] of Object.entries(errorResponses(ERROR_CODES))) {
     perStatus[`Error${status}`] = response;
@@ -345,6 +376,35 @@ export function createOpenApiDocument(): OpenApiDocument {
           body: 'FeedbackResponseBody',
           codes: [...WRITE_CODES, 'record_not_found', 'dataset_not_found'],
         }),
+      },
+      '/feedback-batch': {
+        post: (() => {
+          const op = writeOperation({
+            operationId: 'postFeedbackBatch',
+            summary: 'Several writes in one call (backfills, fleets that buffer)',
+            description:
+              `Up to ${options.batchRequestMaxItems} items (\`BATCH_REQUEST_MAX_ITEMS\`; more is 400 \`validation_failed\`), each the body of POST /feedback-record, ` +
+              'the body of POST /feedback-response, or a response to a record of an earlier item of the same call (`record_index`). Items are checked one by one: ' +
+              'a bad item does not block the good ones. 207 once every accepted item is queued (in Redis, acknowledged); each item has its own status, in order. ' +
+              'If any accepted item could not be queued the whole call is 503 and nothing is promised: retry the whole call with the same `Idempotency-Key`. ' +
+              'The body limit is `BATCH_REQUEST_MAX_BYTES` instead of `BODY_LIMIT_BYTES`. A call counts as one request for the rate limit.',
+            body: 'FeedbackBatchBody',
+            codes: WRITE_CODES,
+          });
+          const { '200': accepted, ...errors } = op.responses;
+          void accepted;
+          return {
+            ...op,
+            responses: {
+              [String(BATCH_STATUS)]: {
+                description: 'Multi-Status: every accepted item is in Redis, acknowledged, and will reach MongoDB; refused items carry their error.',
+                headers: { ...X_REQUEST_ID_HEADERS, 'Idempotent-Replayed': ref('Idempotent-Replayed'), ...RATE_LIMIT_HEADERS },
+                content: jsonContent({ $ref: '#/components/schemas/BatchResponse' }),
+              },
+              ...errors,
+            },
+          };
+        })(),
       },
       '/healthz': {
         get: serviceOperation({
@@ -454,7 +514,10 @@ export function createOpenApiDocument(): OpenApiDocument {
       schemas: {
         FeedbackRecordBody: jsonSchemaOf(FeedbackRecordBody),
         FeedbackResponseBody: jsonSchemaOf(FeedbackResponseBody),
+        FeedbackBatchBody: batchBodySchema(options.batchRequestMaxItems),
+        BatchResponseToNewRecord: jsonSchemaOf(BatchResponseToNewRecord),
         AcceptedResponse: jsonSchemaOf(AcceptedResponse),
+        BatchResponse: jsonSchemaOf(BatchResponse),
         ReadinessResponse: jsonSchemaOf(ReadinessResponse),
         DeadLetterSummary: jsonSchemaOf(DeadLetterSummarySchema),
         DatasetDefinitionInput: jsonSchemaOf(DatasetDefinitionInput),

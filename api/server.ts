@@ -103,6 +103,8 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
     idempotency: createIdempotencyStore({ redis, prefix: `feedback-ingest:${config.queueName}`, ttlSeconds: config.idempotencyTtlSeconds, pendingTtlSeconds: config.idempotencyPendingTtlSeconds }),
     backlog,
     bodyLimitBytes: config.bodyLimitBytes,
+    batchRequestMaxItems: config.batchRequestMaxItems,
+    batchRequestMaxBytes: config.batchRequestMaxBytes,
     retryAfterSeconds: config.retryAfterSeconds,
     dashboardQueue: queue,
     datasets: { gate: datasetGate, admin: datasetAdmin, registry: datasetStore, reload: () => datasetStore.refresh() },

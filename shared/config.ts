@@ -46,7 +46,7 @@ export interface Setting<TOutput = unknown> {
   readonly doc: string;
 }
 
-type Unit = 'ms' | 's' | 'bytes' | 'jobs' | 'writes' | 'attempts' | 'stalls' | 'requests/min';
+type Unit = 'ms' | 's' | 'bytes' | 'jobs' | 'writes' | 'items' | 'attempts' | 'stalls' | 'requests/min';
 
 const MiB = 1024 * 1024;
 
@@ -162,6 +162,8 @@ const SETTINGS = {
   nodeEnv: text('NODE_ENV', 'development', '`production` makes `ID_SIGNING_SECRETS` mandatory.'),
   queueName: text('QUEUE_NAME', 'feedback-writes', 'BullMQ queue name.', { type: '1–100 of `[A-Za-z0-9_-]`', pattern: [/^[A-Za-z0-9_-]{1,100}$/, 'QUEUE_NAME must be 1-100 of [A-Za-z0-9_-]'] }),
   bodyLimitBytes: int('BODY_LIMIT_BYTES', { default: MiB, min: 1024, max: 64 * MiB, unit: 'bytes' }, 'Largest accepted body; larger is 413.'),
+  batchRequestMaxItems: int('BATCH_REQUEST_MAX_ITEMS', { default: 500, min: 1, max: 10_000, unit: 'items' }, 'Most items one `POST /feedback-batch` call may hold; more is 400 `validation_failed`. See [Batch](#batch).'),
+  batchRequestMaxBytes: int('BATCH_REQUEST_MAX_BYTES', { default: 16 * MiB, min: 1024, max: 256 * MiB, unit: 'bytes' }, 'Largest accepted body of `POST /feedback-batch` (instead of `BODY_LIMIT_BYTES`); larger is 413.'),
   queueCompression: oneOf('QUEUE_COMPRESSION', JOB_COMPRESSIONS, 'deflate', "How a job's writes are packed for Redis: `deflate`, or `none` (plain JSON, readable in Redis tools)."),
   batchMaxItems: int('BATCH_MAX_ITEMS', { default: 200, min: 1, max: 4000, unit: 'writes' }, 'Most writes one queued job carries.'),
   batchMaxBytes: int('BATCH_MAX_BYTES', { default: 4 * MiB, min: 1024, max: 256 * MiB, unit: 'bytes' }, "A job closes once its writes' bodies reach this; a larger single write travels alone."),

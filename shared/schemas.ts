@@ -106,12 +106,14 @@ export function jsonObject(level: number) {
  */
 function closedObject<const E extends v.ObjectEntries>(entries: E, message = 'must be an object') {
   return v.pipe(
-    v.custom<Record<string, unknown>>(isPlainObject, message),
-    v.rawCheck<Record<string, unknown>>(({ dataset, addIssue }) => {
+    // Typed as the object's input so that v.InferInput of a body is its wire shape (client/ uses it).
+    v.custom<v.InferInput<v.StrictObjectSchema<E, undefined>>>(isPlainObject, message),
+    v.rawCheck<v.InferInput<v.StrictObjectSchema<E, undefined>>>(({ dataset, addIssue }) => {
       if (!dataset.typed) return;
-      for (const key of Object.keys(dataset.value)) {
+      const value = dataset.value as Record<string, unknown>;
+      for (const key of Object.keys(value)) {
         if (FORBIDDEN_KEYS.has(key) && !Object.hasOwn(entries, key)) {
-          addIssue({ message: 'is not a known property', path: [{ type: 'object', origin: 'value', input: dataset.value, key, value: dataset.value[key] }] });
+          addIssue({ message: 'is not a known property', path: [{ type: 'object', origin: 'value', input: value, key, value: value[key] }] });
         }
       }
     }),
@@ -226,6 +228,41 @@ export const FeedbackTokenBody = closedObject(
   'must be a JSON object',
 );
 export type FeedbackTokenBody = v.InferOutput<typeof FeedbackTokenBody>;
+/**
+ * A batch item answering a record created by an earlier item of the same `POST /feedback-batch`
+ * call, whose id the caller cannot know yet: `record_index` is that item's index.
+ */
+export const BatchResponseToNewRecord = closedObject({
+  record_index: v.pipe(v.number('must be a number'), v.safeInteger('must be a whole number'), v.minValue(0, 'must be at least 0')),
+  response: ResponseInput,
+}, 'must be a JSON object');
+export type BatchResponseToNewRecord = v.InferOutput<typeof BatchResponseToNewRecord>;
+
+/** One item of a batch, as sent: a record body, a response body, or a response to a record of the same batch. */
+export type FeedbackBatchItem = v.InferInput<typeof FeedbackRecordBody> | v.InferInput<typeof FeedbackResponseBody> | v.InferInput<typeof BatchResponseToNewRecord>;
+
+/**
+ * What a batch item is meant to be, from its shape: `record` → a record with its first response
+ * ({@link FeedbackRecordBody}), `record_index` → a response to a record of the same batch
+ * ({@link BatchResponseToNewRecord}), else a response body ({@link FeedbackResponseBody}); so a bad
+ * item's details name the fields of what it was meant to be.
+ */
+export function batchItemKind(item: unknown): 'record' | 'response_to_batch_record' | 'response' {
+  if (isPlainObject(item) && Object.hasOwn(item, 'record')) return 'record';
+  if (isPlainObject(item) && Object.hasOwn(item, 'record_index')) return 'response_to_batch_record';
+  return 'response';
+}
+
+/** Body of `POST /feedback-batch`: the items are checked one by one afterwards ({@link batchItemSchema}). */
+export function feedbackBatchBody(maxItems: number) {
+  return closedObject({
+    items: v.pipe(
+      v.array(v.unknown(), 'must be a list'),
+      v.minLength(1, 'must hold at least one item'),
+      v.maxLength(maxItems, `must hold at most ${maxItems} items (BATCH_REQUEST_MAX_ITEMS); split the batch`),
+    ),
+  }, 'must be a JSON object');
+}
 
 /** The response part of a queued write: defaults resolved, annotator named. */
 const StoredResponse = withValuesFilledUnlessDiscarded(v.strictObject({ status: ResponseStatus, values: jsonObject(3), user_id: UserId }));

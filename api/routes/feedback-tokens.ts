@@ -4,7 +4,7 @@ import type { IdMinter } from '../../shared/ids.js';
 import { FeedbackTokenBody } from '../../shared/schemas.js';
 import type { FeedbackTokens } from '../feedback-tokens.js';
 import type { AuthenticatedKey } from '../middleware/auth.js';
-import { checkRecordWritable, parse } from './feedback.js';
+import { checkResponseTarget, parseBody } from '../writes.js';
 
 export const FEEDBACK_TOKENS_PATH = '/feedback-tokens';
 
@@ -34,13 +34,13 @@ interface FeedbackTokenRouteDeps {
  */
 export function postFeedbackToken(deps: FeedbackTokenRouteDeps) {
   return async (ctx: Context): Promise<void> => {
-    const body = parse(FeedbackTokenBody, ctx.state['body']);
+    const body = parseBody(FeedbackTokenBody, ctx.state['body']);
     if (body.expires_in_seconds !== undefined && body.expires_in_seconds > deps.maxTtlSeconds) {
       const message = `must be at most ${deps.maxTtlSeconds} (FEEDBACK_TOKEN_MAX_TTL_SECONDS)`;
       throw new AppError('validation_failed', `expires_in_seconds ${message}`, { details: [{ path: 'expires_in_seconds', message }] });
     }
     const key = ctx.state['apiKey'] as AuthenticatedKey;
-    checkRecordWritable(deps.ids, key, body.feedback_record_id);
+    checkResponseTarget({ key, ids: deps.ids }, body.feedback_record_id);
     const questions = body.questions === undefined ? null : [...new Set(body.questions)];
     const scope = {
       recordId: body.feedback_record_id,

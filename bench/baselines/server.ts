@@ -120,6 +120,8 @@ const app = createApp({
   idempotency,
   backlog,
   bodyLimitBytes: config.bodyLimitBytes,
+  batchRequestMaxItems: config.batchRequestMaxItems,
+  batchRequestMaxBytes: config.batchRequestMaxBytes,
   retryAfterSeconds: config.retryAfterSeconds,
 });
 // The same server settings as api/server.ts.

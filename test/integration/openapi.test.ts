@@ -94,8 +94,8 @@ describe('GET /openapi.json', () => {
   });
 
   it('documents every route the API serves', () => {
-    expect(Object.keys(doc['paths'] as Json)).to.include.members(['/feedback-record', '/feedback-response', '/healthz', '/readyz', '/metrics', '/openapi.json']);
-    for (const path of ['/feedback-record', '/feedback-response']) {
+    expect(Object.keys(doc['paths'] as Json)).to.include.members(['/feedback-record', '/feedback-response', '/feedback-batch', '/healthz', '/readyz', '/metrics', '/openapi.json']);
+    for (const path of ['/feedback-record', '/feedback-response', '/feedback-batch']) {
       const op = operation(doc, path, 'post');
       // POST /feedback-response also takes a browser feedback token (test/integration/feedback-tokens.test.ts).
       expect(op['security'], path).to.deep.include({ bearerAuth: [] });
@@ -220,6 +220,24 @@ describe('GET /openapi.json', () => {
         expect(checkAnswer(answer.body), `${answer.text} ${JSON.stringify(checkAnswer.errors)}`).to.equal(true);
       });
     }
+  });
+
+  it('documents POST /feedback-batch: its body accepts what the API accepts, and a real 207 with good and bad items matches BatchResponse', async () => {
+    const op = operation(doc, '/feedback-batch', 'post');
+    expect(op['responses']).to.have.property('207');
+    expect(op['responses']).to.not.have.property('200');
+    const bodySchema = structuredClone(schemaOf(doc, op['requestBody'] as Json));
+    bodySchema['properties']['items']['items']['anyOf'] = (bodySchema['properties']['items']['items']['anyOf'] as Json[]).map((r) => doc['components']['schemas'][(r['$ref'] as string).replace('#/components/schemas/', '')]);
+    const checkBody = ajv.compile(bodySchema);
+    const body = { items: [recordBody(), { record_index: 0, response: { status: 'draft', values: { a: 1 } } }, recordBody({ response: { status: 'final' } })] };
+    expect(checkBody(body), JSON.stringify(checkBody.errors)).to.equal(false);
+    expect(checkBody({ items: body.items.slice(0, 2) }), JSON.stringify(checkBody.errors)).to.equal(true);
+    expect(checkBody({ items: [] })).to.equal(false);
+    const answer = await stack.post('/feedback-batch', body);
+    expect(answer.status, answer.text).to.equal(207);
+    expect(answer.body.rejected).to.equal(1);
+    const checkAnswer = ajv.compile(schemaOf(doc, op['responses']['207'] as Json));
+    expect(checkAnswer(answer.body), `${answer.text} ${JSON.stringify(checkAnswer.errors)}`).to.equal(true);
   });
 
   it('describes a 401 the way the API answers it', async () => {

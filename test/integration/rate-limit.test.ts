@@ -227,6 +227,8 @@ describe('rate limits', () => {
         idempotency: createIdempotencyStore({ redis, prefix: `feedback-ingest:${config.queueName}`, ttlSeconds: 60, pendingTtlSeconds: 5 }),
         backlog,
         bodyLimitBytes: config.bodyLimitBytes,
+        batchRequestMaxItems: config.batchRequestMaxItems,
+        batchRequestMaxBytes: config.batchRequestMaxBytes,
         retryAfterSeconds: 1,
         rateLimit: createRateLimiter({ redis, prefix: `feedback-ingest:${config.queueName}`, defaultPerMinute: config.rateLimitPerMinute, timeoutMs: 2000, logger: silentLogger, metrics }),
       });

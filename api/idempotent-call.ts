@@ -1,0 +1,86 @@
+import type { Context } from 'koa';
+import { AppError } from '../shared/errors.js';
+import type { Logger } from '../shared/logger.js';
+import { feedbackTokenOf, type AuthenticatedKey } from './middleware/auth.js';
+import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore } from './idempotency.js';
+
+/** The request's `Idempotency-Key`, undefined without one; 400 `invalid_header` when malformed. */
+export function readIdempotencyKey(ctx: Context): string | undefined {
+  const raw = ctx.req.headers['idempotency-key'];
+  if (raw === undefined) return undefined;
+  if (Array.isArray(raw) || !isValidIdempotencyKey(raw)) {
+    throw new AppError('invalid_header', 'Idempotency-Key must be one header of 1 to 255 printable characters');
+  }
+  return raw;
+}
+
+/**
+ * Whose `Idempotency-Key`s a request's key lives among: the API key's, or for a feedback token
+ * its (minting key, record, annotator), so that two browsers sharing a minting key never replay
+ * each other's answers. `\0` cannot occur in key names.
+ */
+function idempotencyOwner(ctx: Context): string {
+  const key = ctx.state['apiKey'] as AuthenticatedKey;
+  const token = feedbackTokenOf(ctx.state);
+  return token === undefined ? key.name : `${key.name}\0token\0${token.recordId}\0${token.userId}`;
+}
+
+/**
+ * The idempotency protocol around one write call. Without a key, `run(undefined)`. With one: a
+ * repeat returns the first answer (`Idempotent-Replayed: true`), a different body is 409, a key
+ * still running is 409 with `Retry-After`; else `run(seed)` where `seed` is derived from (key
+ * name, idempotency key, body), so that a retry after a lost answer mints the same ids. A failed
+ * `run` releases the key so the retry can run. Returns the answer body.
+ */
+export async function idempotentCall(
+  ctx: Context,
+  deps: { readonly idempotency: IdempotencyStore; readonly retryAfterSeconds: number },
+  options: { readonly endpoint: string; readonly body: unknown; readonly idemKey: string | undefined },
+  run: (seed: string | undefined) => Promise<unknown>,
+): Promise<unknown> {
+  const { endpoint, body, idemKey } = options;
+  if (idemKey === undefined) return run(undefined);
+  const owner = idempotencyOwner(ctx);
+  const fingerprint = requestFingerprint(endpoint, body);
+  let begun;
+  try {
+    begun = await deps.idempotency.begin(owner, idemKey, fingerprint);
+  } catch (err) {
+    throw new AppError('queue_unavailable', 'the write could not be queued; retry later', {
+      headers: { 'Retry-After': String(deps.retryAfterSeconds) },
+      cause: err,
+    });
+  }
+  switch (begun.state) {
+    case 'replay':
+      ctx.set('Idempotent-Replayed', 'true');
+      return begun.body;
+    case 'reused':
+      throw new AppError('idempotency_key_reused', 'this Idempotency-Key was used with a different request');
+    case 'in_use':
+      throw new AppError('idempotency_key_in_use', 'a request with this Idempotency-Key is still running; retry shortly', {
+        headers: { 'Retry-After': '1' },
+      });
+    case 'new':
+      break;
+  }
+  let answer: unknown;
+  try {
+    answer = await run(`${owner}\0${idemKey}\0${fingerprint}`);
+  } catch (err) {
+    await deps.idempotency.abort(owner, idemKey).catch(() => undefined);
+    throw err;
+  }
+  // The write is queued: if keeping the replay body fails, the claim expires and a retry mints
+  // the same ids (seeded), which the worker stores once.
+  await deps.idempotency.complete(owner, idemKey, fingerprint, answer).catch((err: unknown) => {
+    (ctx.state['log'] as Logger).warn({ err: (err as Error).message }, 'could not keep the idempotent answer');
+  });
+  return answer;
+}
+
+/** Size of the request body in bytes (set by the jsonBody middleware), for the enqueuer's limits. */
+export function bodyBytes(ctx: Context): number {
+  const bytes: unknown = ctx.state['bodyBytes'];
+  return typeof bytes === 'number' ? bytes : 0;
+}
