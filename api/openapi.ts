@@ -1,15 +1,19 @@
-import { toJsonSchema, type ConversionConfig, type JsonSchema } from '@valibot/to-json-schema';
-import { STATUS_CODES } from 'node:http';
 import * as v from 'valibot';
-import { ErrorCode, type ErrorDetail, type ErrorHeader } from '../shared/errors.js';
-import { FeedbackRecordBody, FeedbackResponseBody, hasAnyKey, isPlainObject, ResponseStatus } from '../shared/schemas.js';
+import { DeadLetterDetail, DeadLetterListQuery, DeadLetterPage, DeadLetterRequeued, DeadLetterSummary } from '../shared/dead-letter-admin.js';
+import type { ErrorCode } from '../shared/errors.js';
+import { FeedbackRecordBody, FeedbackResponseBody } from '../shared/schemas.js';
 import { IDEMPOTENCY_KEY_RE } from './idempotency.js';
-import type { AcceptedBody } from './routes/feedback.js';
-import { DeadLetterReason } from '../shared/dead-letters.js';
-import { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, type DeadLetterSummary } from '../shared/dead-letter-admin.js';
+import { buildOpenApiDocument, type OpenApiDocument, type OperationSpec, type Paths } from './openapi-build.js';
+import { DeadLetterPurged } from './routes/dead-letters.js';
+import { AcceptedBody } from './routes/feedback.js';
+import { HealthBody, ReadinessBody } from './routes/service.js';
 
-/** An OpenAPI 3.1 document, as plain JSON. */
-export type OpenApiDocument = Record<string, unknown>;
+/*
+ * The OpenAPI document of the API: what cannot be derived (summaries, descriptions, which codes
+ * an operation adds), one entry per operation. Schemas are the valibot schemas the routes parse
+ * with or build their answers from; error responses come from the codes table (shared/errors.ts);
+ * see api/openapi-build.ts.
+ */
 
 /**
  * Version of the HTTP contract described (OpenAPI `info.version`), not of the package: bumped
@@ -17,115 +21,8 @@ export type OpenApiDocument = Record<string, unknown>;
  */
 const API_CONTRACT_VERSION = '1.0.0';
 
-function noteOf(message: unknown): string | undefined {
-  return typeof message === 'string' ? message : undefined;
-}
-
-function withNote(schema: JsonSchema, note: string | undefined): JsonSchema {
-  if (note === undefined) return schema;
-  const also = `Also checked by the API: ${note}.`;
-  return { ...schema, description: schema.description === undefined ? also : `${schema.description} ${also}` };
-}
-
-/**
- * How the valibot schemas of shared/schemas.ts become JSON Schema 2020-12 (the dialect of
- * OpenAPI 3.1). Anything the converter does not know and that is not handled below throws
- * (errorMode 'throw'), so a new construct in the schemas fails the OpenAPI test instead of
- * silently documenting less than the API checks.
- *
- * `typeMode: 'output'` starts each pipe at its last schema: closedObject() is
- * `pipe(custom(isPlainObject), rawCheck, objectWithRest(entries, never), transform)`, and the
- * object schema is the part JSON Schema can express.
- */
-const CONVERSION: ConversionConfig = {
-  target: 'draft-2020-12',
-  typeMode: 'output',
-  errorMode: 'throw',
-  overrideSchema({ valibotSchema, jsonSchema }) {
-    // jsonObject(): a plain-object check; its key and depth rules travel in its description.
-    if (valibotSchema.type === 'custom' && (valibotSchema as { check?: unknown }).check === isPlainObject) {
-      return { ...jsonSchema, type: 'object' };
-    }
-    // closedObject(): `additionalProperties: false` says what `{not: {}}` says, more readably.
-    if (valibotSchema.type === 'object_with_rest' && (valibotSchema as { rest?: { type?: unknown } }).rest?.type === 'never') {
-      return { ...jsonSchema, additionalProperties: false };
-    }
-    return undefined;
-  },
-  overrideAction({ valibotAction, jsonSchema }) {
-    const action = valibotAction as { type: string; requirement?: unknown; message?: unknown };
-    switch (action.type) {
-      case 'check':
-        if (action.requirement === hasAnyKey) return { ...jsonSchema, minProperties: 1 };
-        // e.g. "must not contain unpaired surrogates": not expressible, so stated in words.
-        return withNote(jsonSchema, noteOf(action.message));
-      case 'partial_check':
-        // "values must have at least one key unless status is discarded".
-        return withNote(jsonSchema, noteOf(action.message));
-      case 'raw_check':
-        // jsonObject()'s key/depth walk (described by its v.description) and closedObject()'s
-        // report of __proto__-like keys (already excluded by additionalProperties: false).
-        return jsonSchema;
-      case 'transform':
-        // closedObject()'s only transform is a type-level cast; the value is unchanged.
-        return jsonSchema;
-      default:
-        return undefined;
-    }
-  },
-};
-
-function jsonSchemaOf(schema: v.GenericSchema): JsonSchema {
-  // `$schema` is implied by OpenAPI 3.1's dialect; repeated inside components it is noise.
-  const converted = toJsonSchema(schema, CONVERSION);
-  delete converted.$schema;
-  return converted;
-}
-
-/** The 200 body of both write endpoints (documentation only: the API builds it itself). */
-const AcceptedResponse = v.object({
-  feedback_record_id: v.pipe(v.string(), v.description('Minted by the API before queueing; usable at once with POST /feedback-response.')),
-  feedback_response_id: v.pipe(v.string(), v.description('The same for the same (record, annotator): a later call updates that response.')),
-  status: ResponseStatus,
-});
-// The documented 200 body and the one the routes build must not drift apart.
-const acceptedMatches: [v.InferOutput<typeof AcceptedResponse>, AcceptedBody] extends [AcceptedBody, v.InferOutput<typeof AcceptedResponse>] ? true : never = true;
-void acceptedMatches;
-
-const ReadinessResponse = v.object({
-  status: v.picklist(['ready', 'not_ready']),
-  redis: v.picklist(['up', 'down']),
-  backlog_jobs: v.nullable(v.number()),
-  overloaded: v.boolean(),
-});
-
-const HealthResponse = v.object({ status: v.literal('ok') });
-
-const ERROR_CODES = Object.keys(ErrorCode) as ErrorCode[];
-
-/** The error shape of the contract, with `code` limited to `codes`. */
-function errorBody(codes: readonly ErrorCode[]) {
-  const detail = v.object({ path: v.string(), message: v.string() });
-  // The documented detail and the one the API renders must not drift apart.
-  const detailMatches: v.InferOutput<typeof detail> extends ErrorDetail ? true : never = true;
-  void detailMatches;
-  return v.object({
-    error: v.object({
-      code: v.picklist(codes),
-      message: v.pipe(v.string(), v.description('For humans; may change. Match on `code`.')),
-      details: v.exactOptional(v.pipe(v.array(detail), v.description('With `validation_failed` only: every problem, with its JSON path.'))),
-    }),
-  });
-}
-
-/** Codes any request can get, whatever its path: Node's parser refusals and bugs. */
-const TRANSPORT_CODES = ['bad_request', 'request_timeout', 'headers_too_large', 'internal_error'] as const satisfies readonly ErrorCode[];
-/** Codes of both write endpoints, in the order of the middleware that can raise them. */
+/** Codes of both write endpoints after authentication, in the order of the steps that raise them. */
 const WRITE_CODES = [
-  ...TRANSPORT_CODES,
-  'unauthorized',
-  'invalid_api_key',
-  'forbidden',
   'rate_limited',
   'unsupported_media_type',
   'payload_too_large',
@@ -137,123 +34,100 @@ const WRITE_CODES = [
   'idempotency_key_in_use',
   'queue_unavailable',
 ] as const satisfies readonly ErrorCode[];
-/** Codes of the admin endpoints (admin scope). */
-const ADMIN_CODES = [...TRANSPORT_CODES, 'unauthorized', 'invalid_api_key', 'forbidden'] as const satisfies readonly ErrorCode[];
-/** Codes of no operation in particular: any unknown path, any known path with the wrong method. */
-const ANY_PATH_CODES = ['not_found', 'method_not_allowed'] as const satisfies readonly ErrorCode[];
 
-const ref = (name: string) => ({ $ref: `#/components/headers/${name}` });
-const X_REQUEST_ID_HEADERS = { 'X-Request-Id': ref('X-Request-Id') };
-/** Sent on every write answered after authentication while a rate limit applies to the key. */
-const RATE_LIMIT_HEADERS = { 'RateLimit-Limit': ref('RateLimit-Limit'), 'RateLimit-Remaining': ref('RateLimit-Remaining'), 'RateLimit-Reset': ref('RateLimit-Reset') };
-
-/** X-Request-Id and the headers the codes carry (shared/errors.ts). */
-function errorHeaders(codes: readonly ErrorCode[]): Record<string, unknown> {
-  const headers: Record<string, unknown> = { ...X_REQUEST_ID_HEADERS };
-  for (const code of codes) for (const name of (ErrorCode[code] as { headers?: readonly ErrorHeader[] }).headers ?? []) headers[name] = ref(name);
-  return headers;
-}
-
-/** One response object per status, `code` limited to the given codes of that status. */
-function errorResponses(codes: readonly ErrorCode[]): Record<string, unknown> {
-  const byStatus = new Map<number, ErrorCode[]>();
-  for (const code of codes) {
-    const status = ErrorCode[code].status;
-    byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
-  }
-  const out: Record<string, unknown> = {};
-  for (const [status, group] of [...byStatus].sort(([a], [b]) => a - b)) {
-    out[String(status)] = {
-      description: `${STATUS_CODES[status] ?? 'Error'}: ${group.map((code) => `\`${code}\` (${ErrorCode[code].description})`).join('; ')}`,
-      headers: errorHeaders(group),
-      content: { 'application/json': { schema: jsonSchemaOf(errorBody(group)) } },
-    };
-  }
-  return out;
-}
-
-function jsonContent(schema: unknown) {
-  return { 'application/json': { schema } };
-}
-
-function writeOperation(options: { operationId: string; summary: string; description: string; body: string; codes: readonly ErrorCode[] }) {
+/** A write endpoint: a JSON body in, the accepted ids out. */
+function write(spec: { operationId: string; summary: string; description: string; body: v.GenericSchema; codes?: readonly ErrorCode[] }): OperationSpec {
   return {
-    operationId: options.operationId,
-    summary: options.summary,
-    description: options.description,
-    security: [{ bearerAuth: [] }],
-    parameters: [{ $ref: '#/components/parameters/Idempotency-Key' }, { $ref: '#/components/parameters/X-Request-Id' }],
-    requestBody: {
-      required: true,
-      description: 'JSON (`application/json`, `application/*+json`, UTF-8; a missing `Content-Type` is read as JSON).',
-      content: jsonContent({ $ref: `#/components/schemas/${options.body}` }),
-    },
-    responses: {
-      '200': {
+    ...spec,
+    access: 'key',
+    headers: ['Idempotency-Key'],
+    body: { schema: spec.body, description: 'JSON (`application/json`, `application/*+json`, UTF-8; a missing `Content-Type` is read as JSON).' },
+    answers: {
+      200: {
         description: 'The write is in Redis, acknowledged, and will reach MongoDB.',
-        headers: { ...X_REQUEST_ID_HEADERS, 'Idempotent-Replayed': ref('Idempotent-Replayed'), ...RATE_LIMIT_HEADERS },
-        content: jsonContent({ $ref: '#/components/schemas/AcceptedResponse' }),
+        json: AcceptedBody,
+        headers: ['Idempotent-Replayed', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'],
       },
-      ...errorResponses(options.codes),
     },
+    codes: [...WRITE_CODES, ...(spec.codes ?? [])],
   };
 }
 
-function adminOperation(options: { operationId: string; summary: string; description?: string; parameters?: unknown[]; codes?: readonly ErrorCode[]; responses: Record<string, unknown> }) {
-  return {
-    operationId: options.operationId,
-    summary: options.summary,
-    ...(options.description === undefined ? {} : { description: options.description }),
-    tags: ['admin'],
-    security: [{ bearerAuth: [] }],
-    parameters: [{ $ref: '#/components/parameters/X-Request-Id' }, ...(options.parameters ?? [])],
-    responses: { ...options.responses, ...errorResponses([...ADMIN_CODES, ...(options.codes ?? [])]) },
-  };
-}
+const DEAD_LETTER_ID = { id: 'The dead letter\'s id (`<queue>:w:<seq>:<response id>`, or `<queue>:job:…` for whole jobs and writes of earlier releases).' };
 
-const DEAD_LETTER_ID = { name: 'id', in: 'path', required: true, description: 'The dead letter\'s id (`<queue>:<job id>:<write index>` or `…:job`).', schema: { type: 'string' } };
-
-/** What the dead-letter endpoints answer (shared/dead-letter-admin.ts). */
-const DeadLetterSummarySchema = v.object({
-  id: v.string(),
-  reason: v.picklist(Object.values(DeadLetterReason)),
-  error: v.string(),
-  queue: v.string(),
-  job_id: v.string(),
-  write_index: v.nullable(v.pipe(v.number(), v.integer())),
-  request_id: v.nullable(v.string()),
-  record_id: v.nullable(v.string()),
-  seq: v.nullable(v.pipe(v.number(), v.integer(), v.description('Acceptance order of the write, kept by a retry.'))),
-  failed_at: v.pipe(v.string(), v.description('ISO 8601 date-time.')),
-  payload_bytes: v.pipe(v.number(), v.integer(), v.minValue(0)),
-});
-// The documented summary and the one the admin builds must not drift apart.
-const summaryMatches: [v.InferOutput<typeof DeadLetterSummarySchema>, DeadLetterSummary] extends [DeadLetterSummary, v.InferOutput<typeof DeadLetterSummarySchema>] ? true : never = true;
-void summaryMatches;
-
-function serviceOperation(options: { operationId: string; summary: string; responses: Record<string, unknown> }) {
-  return {
-    operationId: options.operationId,
-    summary: options.summary,
-    security: [],
-    parameters: [{ $ref: '#/components/parameters/X-Request-Id' }],
-    responses: { ...options.responses, ...errorResponses(TRANSPORT_CODES) },
-  };
-}
+const PATHS: Paths = {
+  '/feedback-record': {
+    post: write({
+      operationId: 'postFeedbackRecord',
+      summary: 'Create a record and its first response',
+      description: 'Live chatbot use: one record plus its first response per call. The API mints both ids before queueing.',
+      body: FeedbackRecordBody,
+    }),
+  },
+  '/feedback-response': {
+    post: write({
+      operationId: 'postFeedbackResponse',
+      summary: 'Add or update a response to an existing record',
+      description: 'Annotation tools. One response per (record, annotator): a later call for the same pair updates `status` and `values` and keeps the response id.',
+      body: FeedbackResponseBody,
+      codes: ['record_not_found'],
+    }),
+  },
+  '/healthz': {
+    get: { operationId: 'getHealthz', summary: 'The process is up', access: 'public', answers: { 200: { description: 'Up.', json: HealthBody } } },
+  },
+  '/readyz': {
+    get: {
+      operationId: 'getReadyz',
+      summary: 'Redis answers and the backlog is under the ceiling',
+      access: 'public',
+      answers: {
+        200: { description: 'Ready.', json: ReadinessBody },
+        503: { description: 'Not ready: Redis does not answer, or the backlog is above `BACKLOG_MAX_JOBS`.', json: ReadinessBody },
+      },
+    },
+  },
+  '/metrics': {
+    get: { operationId: 'getMetrics', summary: 'Prometheus metrics of this API process', access: 'public', answers: { 200: { description: 'Prometheus text exposition format.', media: 'text/plain' } } },
+  },
+  '/admin/dead-letters': {
+    get: { operationId: 'listDeadLetters', summary: 'List dead-lettered writes, newest first', access: 'admin', query: DeadLetterListQuery, codes: ['validation_failed'], answers: { 200: { description: 'One page.', json: DeadLetterPage } } },
+  },
+  '/admin/dead-letters/{id}': {
+    get: { operationId: 'getDeadLetter', summary: 'One dead letter with its payload', access: 'admin', path: DEAD_LETTER_ID, codes: ['not_found'], answers: { 200: { description: 'The dead letter.', json: DeadLetterDetail } } },
+    delete: { operationId: 'purgeDeadLetter', summary: 'Delete one dead letter', access: 'admin', path: DEAD_LETTER_ID, codes: ['not_found'], answers: { 200: { description: 'Deleted.', json: DeadLetterPurged } } },
+  },
+  '/admin/dead-letters/{id}/retry': {
+    post: {
+      operationId: 'retryDeadLetter',
+      summary: 'Queue the write again through the normal path (idempotent), keeping its acceptance order',
+      access: 'admin',
+      path: DEAD_LETTER_ID,
+      codes: ['not_found', 'dead_letter_not_retryable', 'queue_unavailable'],
+      answers: { 200: { description: 'Queued again; the dead letter is deleted.', json: DeadLetterRequeued } },
+    },
+  },
+  '/admin/queues': {
+    get: {
+      operationId: 'getQueueDashboard',
+      summary: 'The bull-board queue dashboard (HTML; its assets and JSON API live below this path)',
+      description: 'Browsers may log in with HTTP Basic: any user name, an admin key as password.',
+      access: 'admin',
+      basicAuth: true,
+      answers: { 200: { description: 'The dashboard page.', media: 'text/html' } },
+    },
+  },
+  '/openapi.json': {
+    get: { operationId: 'getOpenApi', summary: 'This document', access: 'public', answers: { 200: { description: 'OpenAPI 3.1.', json: v.record(v.string(), v.unknown()) } } },
+  },
+};
 
 /**
- * The OpenAPI 3.1 document of the API. Request bodies are converted from the valibot schemas
- * the routes validate with (shared/schemas.ts); what JSON Schema cannot express is said in
- * descriptions (see CONVERSION). Pure: build it once, serve it many times.
+ * The OpenAPI 3.1 document of the API. What JSON Schema cannot express of the request schemas is
+ * said in descriptions (api/openapi-build.ts). Pure: build it once, serve it many times.
  */
 export function createOpenApiDocument(): OpenApiDocument {
-  const perStatus: Record<string, unknown> = {};
-  for (const [status, response] of Object.entries(errorResponses(ERROR_CODES))) {
-    perStatus[`Error${status}`] = response;
-  }
-  const anyPath = errorResponses(ANY_PATH_CODES);
-  return {
-    openapi: '3.1.0',
+  return buildOpenApiDocument({
     info: {
       title: 'feedback-ingest',
       version: API_CONTRACT_VERSION,
@@ -263,142 +137,12 @@ export function createOpenApiDocument(): OpenApiDocument {
         'Any unknown path answers 404 `not_found` (components.responses.NotFound) and a known path with a wrong method ' +
         '405 `method_not_allowed` with `Allow` (components.responses.MethodNotAllowed).',
     },
-    paths: {
-      '/feedback-record': {
-        post: writeOperation({
-          operationId: 'postFeedbackRecord',
-          summary: 'Create a record and its first response',
-          description: 'Live chatbot use: one record plus its first response per call. The API mints both ids before queueing.',
-          body: 'FeedbackRecordBody',
-          codes: WRITE_CODES,
-        }),
-      },
-      '/feedback-response': {
-        post: writeOperation({
-          operationId: 'postFeedbackResponse',
-          summary: 'Add or update a response to an existing record',
-          description:
-            'Annotation tools. One response per (record, annotator): a later call for the same pair updates `status` and `values` and keeps the response id.',
-          body: 'FeedbackResponseBody',
-          codes: [...WRITE_CODES, 'record_not_found'],
-        }),
-      },
-      '/healthz': {
-        get: serviceOperation({
-          operationId: 'getHealthz',
-          summary: 'The process is up',
-          responses: { '200': { description: 'Up.', headers: X_REQUEST_ID_HEADERS, content: jsonContent(jsonSchemaOf(HealthResponse)) } },
-        }),
-      },
-      '/readyz': {
-        get: serviceOperation({
-          operationId: 'getReadyz',
-          summary: 'Redis answers and the backlog is under the ceiling',
-          responses: {
-            '200': { description: 'Ready.', headers: X_REQUEST_ID_HEADERS, content: jsonContent({ $ref: '#/components/schemas/ReadinessResponse' }) },
-            '503': { description: 'Not ready: Redis does not answer, or the backlog is above `BACKLOG_MAX_JOBS`.', headers: X_REQUEST_ID_HEADERS, content: jsonContent({ $ref: '#/components/schemas/ReadinessResponse' }) },
-          },
-        }),
-      },
-      '/metrics': {
-        get: serviceOperation({
-          operationId: 'getMetrics',
-          summary: 'Prometheus metrics of this API process',
-          responses: { '200': { description: 'Prometheus text exposition format.', headers: X_REQUEST_ID_HEADERS, content: { 'text/plain': { schema: { type: 'string' } } } } },
-        }),
-      },
-      '/admin/dead-letters': {
-        get: adminOperation({
-          operationId: 'listDeadLetters',
-          summary: 'List dead-lettered writes, newest first',
-          parameters: [
-            { name: 'reason', in: 'query', required: false, schema: { type: 'string', enum: Object.values(DeadLetterReason) } },
-            { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: MAX_LIST_LIMIT, default: DEFAULT_LIST_LIMIT } },
-            { name: 'cursor', in: 'query', required: false, description: 'The `next_cursor` of the previous page.', schema: { type: 'string' } },
-          ],
-          codes: ['validation_failed'],
-          responses: {
-            '200': {
-              description: 'One page.',
-              headers: X_REQUEST_ID_HEADERS,
-              content: jsonContent({ type: 'object', required: ['items', 'next_cursor'], properties: { items: { type: 'array', items: { $ref: '#/components/schemas/DeadLetterSummary' } }, next_cursor: { type: ['string', 'null'] } } }),
-            },
-          },
-        }),
-      },
-      '/admin/dead-letters/{id}': {
-        get: adminOperation({
-          operationId: 'getDeadLetter',
-          summary: 'One dead letter with its payload',
-          parameters: [DEAD_LETTER_ID],
-          codes: ['not_found'],
-          responses: {
-            '200': {
-              description: 'The dead letter; `payload` is `payload_json` parsed when it is JSON.',
-              headers: X_REQUEST_ID_HEADERS,
-              content: jsonContent({ allOf: [{ $ref: '#/components/schemas/DeadLetterSummary' }, { type: 'object', required: ['payload_json', 'payload'], properties: { payload_json: { type: 'string' }, payload: {} } }] }),
-            },
-          },
-        }),
-        delete: adminOperation({
-          operationId: 'purgeDeadLetter',
-          summary: 'Delete one dead letter',
-          parameters: [DEAD_LETTER_ID],
-          codes: ['not_found'],
-          responses: { '200': { description: 'Deleted.', headers: X_REQUEST_ID_HEADERS, content: jsonContent({ type: 'object', required: ['id', 'purged'], properties: { id: { type: 'string' }, purged: { const: true } } }) } },
-        }),
-      },
-      '/admin/dead-letters/{id}/retry': {
-        post: adminOperation({
-          operationId: 'retryDeadLetter',
-          summary: 'Queue the write again through the normal path (idempotent), keeping its acceptance order',
-          parameters: [DEAD_LETTER_ID],
-          codes: ['not_found', 'dead_letter_not_retryable', 'queue_unavailable'],
-          responses: {
-            '200': {
-              description: 'Queued again; the dead letter is deleted.',
-              headers: X_REQUEST_ID_HEADERS,
-              content: jsonContent({ type: 'object', required: ['outcome', 'id', 'job_id', 'seq'], properties: { outcome: { const: 'requeued' }, id: { type: 'string' }, job_id: { type: 'string' }, seq: { type: ['integer', 'null'] } } }),
-            },
-          },
-        }),
-      },
-      '/admin/queues': {
-        get: {
-          ...adminOperation({
-            operationId: 'getQueueDashboard',
-            summary: 'The bull-board queue dashboard (HTML; its assets and JSON API live below this path)',
-            description: 'Browsers may log in with HTTP Basic: any user name, an admin key as password.',
-            responses: { '200': { description: 'The dashboard page.', content: { 'text/html': { schema: { type: 'string' } } } } },
-          }),
-          security: [{ bearerAuth: [] }, { basicAuth: [] }],
-        },
-      },
-      '/openapi.json': {
-        get: serviceOperation({
-          operationId: 'getOpenApi',
-          summary: 'This document',
-          responses: { '200': { description: 'OpenAPI 3.1.', headers: X_REQUEST_ID_HEADERS, content: jsonContent({ type: 'object' }) } },
-        }),
-      },
-    },
+    paths: PATHS,
+    schemas: { FeedbackRecordBody, FeedbackResponseBody, AcceptedResponse: AcceptedBody, ReadinessResponse: ReadinessBody, DeadLetterSummary },
     components: {
       securitySchemes: {
         bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key: `Authorization: Bearer <key>`.' },
         basicAuth: { type: 'http', scheme: 'basic', description: 'The dashboard only: any user name, an admin API key as password.' },
-      },
-      schemas: {
-        FeedbackRecordBody: jsonSchemaOf(FeedbackRecordBody),
-        FeedbackResponseBody: jsonSchemaOf(FeedbackResponseBody),
-        AcceptedResponse: jsonSchemaOf(AcceptedResponse),
-        ReadinessResponse: jsonSchemaOf(ReadinessResponse),
-        DeadLetterSummary: jsonSchemaOf(DeadLetterSummarySchema),
-        Error: jsonSchemaOf(errorBody(ERROR_CODES)),
-        ErrorCode: {
-          type: 'string',
-          description: 'Every `error.code` the API can answer with.',
-          oneOf: ERROR_CODES.map((code) => ({ const: code, description: `HTTP ${ErrorCode[code].status}. ${ErrorCode[code].description}` })),
-        },
       },
       parameters: {
         'Idempotency-Key': {
@@ -427,11 +171,6 @@ export function createOpenApiDocument(): OpenApiDocument {
         'RateLimit-Remaining': { description: 'Requests left in the current window.', schema: { type: 'integer', minimum: 0 } },
         'RateLimit-Reset': { description: 'Seconds until the window resets.', schema: { type: 'integer', minimum: 0 } },
       },
-      responses: {
-        ...perStatus,
-        NotFound: anyPath['404'],
-        MethodNotAllowed: anyPath['405'],
-      },
     },
-  };
+  });
 }

@@ -17,7 +17,7 @@ export const DeadLetterReason = {
 export type DeadLetterReason = (typeof DeadLetterReason)[keyof typeof DeadLetterReason];
 
 export interface DeadLetter {
-  /** `<queue>:<job id>:<write index>` or `<queue>:<job id>:job`: recording twice stores once. */
+  /** `<queue>:w:<seq>:<response id>`, or `<queue>:job:…` for whole jobs and writes of earlier releases: recording twice stores once. */
   readonly _id: string;
   readonly reason: DeadLetterReason;
   readonly error: string;

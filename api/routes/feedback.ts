@@ -7,7 +7,7 @@ import {
   FeedbackRecordBody,
   FeedbackResponseBody,
   toDetails,
-  type ResponseStatus,
+  ResponseStatus,
   type Write,
 } from '../../shared/schemas.js';
 import type { BacklogMonitor } from '../backlog.js';
@@ -15,12 +15,13 @@ import type { Enqueuer } from '../enqueuer.js';
 import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore } from '../idempotency.js';
 import { mayWriteDataset, type AuthenticatedKey } from '../middleware/auth.js';
 
-/** The 200 body of both write endpoints. */
-export interface AcceptedBody {
-  readonly feedback_record_id: string;
-  readonly feedback_response_id: string;
-  readonly status: ResponseStatus;
-}
+/** The 200 body of both write endpoints (documented in OpenAPI; the routes build it). */
+export const AcceptedBody = v.object({
+  feedback_record_id: v.pipe(v.string(), v.description('Minted by the API before queueing; usable at once with POST /feedback-response.')),
+  feedback_response_id: v.pipe(v.string(), v.description('The same for the same (record, annotator): a later call updates that response.')),
+  status: ResponseStatus,
+});
+export type AcceptedBody = v.InferOutput<typeof AcceptedBody>;
 
 interface FeedbackRouteDeps {
   /** The root logger: tells whether debug lines are on without making the request's child logger. */
