@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
 import { createFerretDbPgSetup, psqlRunner } from '../../scripts/ferretdb-pg-setup.js';
 import { mongoClientOptions } from '../../shared/mongo.js';
-import { ferretdbBinary, freePort, startPostgresCluster, waitForPort, type PostgresCluster } from '../../test/helpers/services.js';
+import { ferretdbBinary, freePort, startFerretDb, startPostgresCluster, waitForPort, type PostgresCluster } from '../../test/helpers/services.js';
 import { registerTempDir, spawnProc, type Proc } from './procs.js';
 
 export { freePort, waitForPort };
@@ -95,4 +95,28 @@ export async function destroyService(service: Service): Promise<void> {
   await service.proc.kill();
   await service.postgres?.destroy();
   if (service.dir !== '') rmSync(service.dir, { recursive: true, force: true });
+}
+
+/** A store started by the test helpers, for the benchmarks that run without the service's processes. */
+interface TestStore {
+  readonly backend: string;
+  readonly url: string;
+  /** The stand-in's setup step for a database (collections and GIN indexes), before it is written. */
+  prepare(database: string): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** FerretDB on PostgreSQL with the GIN setup (what npm start runs), or on SQLite with BENCH_STORE=sqlite. */
+export async function startTestStore(store: BenchStore = benchStore()): Promise<TestStore> {
+  if (store === 'sqlite') {
+    const server = await startFerretDb();
+    return { backend: 'FerretDB v1.24.2 on SQLite (private server, test/helpers/services.ts startFerretDb)', url: server.url, prepare: async () => undefined, stop: () => server.destroy() };
+  }
+  const server = await startFerretDb({ backend: 'postgresql' });
+  return {
+    backend: 'FerretDB v1.24.2 on PostgreSQL 15 with GIN indexes on the filtered fields (private cluster, scripts/ferretdb-pg-setup.ts)',
+    url: server.url,
+    prepare: async (database) => void (await server.setupDatabase(database)),
+    stop: () => server.destroy(),
+  };
 }
