@@ -7,7 +7,7 @@ import type { Write } from '../shared/schemas.js';
 import { WRITE_JOB_NAME, type WriteQueue } from '../shared/queue.js';
 import type { ApiMetrics } from './metrics.js';
 
-export interface EnqueueReceipt {
+interface EnqueueReceipt {
   /** The id Redis gave the job that carries the write. */
   readonly jobId: string;
   /** The write's place in that job. */
@@ -28,7 +28,7 @@ export interface Enqueuer {
   drain(): Promise<void>;
 }
 
-export interface EnqueuerOptions {
+interface EnqueuerOptions {
   readonly queue: WriteQueue;
   readonly logger: Logger;
   readonly metrics: ApiMetrics;

@@ -11,7 +11,7 @@ import { hasAnyKey, isPlainObject } from '../shared/schemas.js';
  */
 
 /** Headers a response may carry, each described once in `components.headers`. */
-export type ResponseHeader = ErrorHeader | 'X-Request-Id' | 'Idempotent-Replayed';
+type ResponseHeader = ErrorHeader | 'X-Request-Id' | 'Idempotent-Replayed';
 
 /** Who may call an operation; it decides the security, the tags and the codes of authentication. */
 type Access = 'public' | 'key' | 'admin';
@@ -204,7 +204,7 @@ function createConverter(components: Readonly<Record<string, v.GenericSchema>>) 
 }
 
 /** What a document declares; everything else in it is derived. */
-export interface DocumentSpec {
+interface DocumentSpec {
   readonly info: Readonly<Record<string, unknown>>;
   readonly paths: Paths;
   /** Schemas shown under `components.schemas` and referred to by name. */

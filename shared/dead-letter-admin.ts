@@ -8,8 +8,8 @@ import { WRITE_JOB_NAME, type WriteQueue } from './queue.js';
 import { Write } from './schemas.js';
 
 /** Most dead letters one list call returns; the default is {@link DEFAULT_LIST_LIMIT}. */
-export const MAX_LIST_LIMIT = 500;
-export const DEFAULT_LIST_LIMIT = 50;
+const MAX_LIST_LIMIT = 500;
+const DEFAULT_LIST_LIMIT = 50;
 
 const REASONS = Object.values(DeadLetterReason);
 

@@ -49,7 +49,7 @@ type PathItem = v.IssuePathItem;
  * within {@link MAX_JSON_DEPTH}. `level` is the nesting level at which the object sits in the
  * request body (the body is level 1). Walks iteratively: a hostile body cannot overflow the stack.
  */
-export function jsonObject(level: number) {
+function jsonObject(level: number) {
   return v.pipe(
     v.custom<Record<string, unknown>>(isPlainObject, 'must be an object'),
     v.rawCheck<Record<string, unknown>>(({ dataset, addIssue }) => {

@@ -80,7 +80,7 @@ export function buildSeed(docs: number): Seed {
   return { records, responses, targets };
 }
 
-export type MixName = 'usual' | 'annotation-heavy';
+type MixName = 'usual' | 'annotation-heavy';
 const UPDATE_SHARE: Record<MixName, number> = { usual: 0.1, 'annotation-heavy': 0.5 };
 
 export interface Burst {

@@ -30,7 +30,7 @@ export interface Options {
   ab: Record<string, string>;
 }
 
-export const HELP = `usage: npm run bench -- [options]
+const HELP = `usage: npm run bench -- [options]
 
   --quick                 smoke run: 1 round of 3 s, 1 s warm-up, bursts of 5,000 and 2,500,
                           10 s of sustained load

@@ -131,7 +131,7 @@ export function summarize(rounds: readonly Round[], bursts: readonly BurstResult
 }
 
 /** The rule of the sustained scenario, in words. */
-export const sustainedRule = (s: SustainedResult) =>
+const sustainedRule = (s: SustainedResult) =>
   `max backlog over the last third of the samples ≤ ${s.boundFactor} × max over the first third + ${s.boundSlackJobs} jobs, and ≥ ${Math.round(s.minAcceptShare * 100)}% of the target rate accepted`;
 
 function sustainedTarget(s: SustainedResult): Target {

@@ -41,9 +41,9 @@ export async function startRedisServer(cwd: string): Promise<Service> {
  * The store under the bench's FerretDB: `postgresql` (default: a private cluster per server, with
  * the GIN indexes of scripts/ferretdb-pg-setup.ts) or `sqlite`, from BENCH_STORE.
  */
-export type BenchStore = 'postgresql' | 'sqlite';
+type BenchStore = 'postgresql' | 'sqlite';
 
-export function benchStore(env: Readonly<Record<string, string | undefined>> = process.env): BenchStore {
+function benchStore(env: Readonly<Record<string, string | undefined>> = process.env): BenchStore {
   const store = env['BENCH_STORE'] ?? 'postgresql';
   if (store !== 'postgresql' && store !== 'sqlite') throw new Error(`BENCH_STORE must be postgresql or sqlite, not "${store}"`);
   return store;
@@ -53,7 +53,7 @@ export function benchStore(env: Readonly<Record<string, string | undefined>> = p
  * The databases bench/run.ts uses (project, raw insertMany, direct baseline): set up before any
  * process connects, so the GIN indexes exist before the first write.
  */
-export const BENCH_DATABASES = ['bench_project', 'bench_raw', 'bench_direct'] as const;
+const BENCH_DATABASES = ['bench_project', 'bench_raw', 'bench_direct'] as const;
 
 const ferretCommonArgs = (port: number) => [`--listen-addr=127.0.0.1:${port}`, '--debug-addr=-', '--state-dir=-', '--telemetry=disable', '--log-level=error'];
 

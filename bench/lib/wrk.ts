@@ -10,12 +10,12 @@ import { join } from 'node:path';
 import type { LoadResult, LoadRun } from './load.js';
 import { registerTempDir } from './procs.js';
 
-export interface WrkRequest {
+interface WrkRequest {
   readonly path: string;
   readonly body: string;
 }
 
-export interface WrkSpec {
+interface WrkSpec {
   readonly url: string;
   readonly connections: number;
   readonly headers: Readonly<Record<string, string>>;

@@ -34,9 +34,9 @@ const tree = fc.letrec((tie) => ({
   object: fc.dictionary(goodKey, tie('value'), { maxKeys: 5, noNullPrototype: true }),
 }));
 
-export const jsonObject = tree.object as fc.Arbitrary<Record<string, unknown>>;
-export const nonEmptyObject = fc.tuple(goodKey, tree.value, jsonObject).map(([k, v, o]) => ({ ...o, [k]: v }) as Record<string, unknown>);
-export const status = fc.constantFrom(...STATUSES);
+const jsonObject = tree.object as fc.Arbitrary<Record<string, unknown>>;
+const nonEmptyObject = fc.tuple(goodKey, tree.value, jsonObject).map(([k, v, o]) => ({ ...o, [k]: v }) as Record<string, unknown>);
+const status = fc.constantFrom(...STATUSES);
 
 export const validRecordBody = fc
   .record(
