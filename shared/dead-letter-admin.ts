@@ -1,7 +1,6 @@
 import type { Db, Filter } from 'mongodb';
 import * as v from 'valibot';
-import type { DeadLetter } from './dead-letters.js';
-import { DeadLetterReason } from './dead-letters.js';
+import { DeadLetter, DeadLetterReason } from './dead-letters.js';
 import { encodeJob, type JobCompression } from './job-payload.js';
 import { COLLECTIONS } from './mongo.js';
 import { WRITE_JOB_NAME, type WriteQueue } from './queue.js';
@@ -41,14 +40,7 @@ export type DeadLetterListQuery = v.InferOutput<typeof DeadLetterListQuery>;
 /** One dead letter in a list: everything but the payload (which may be large). */
 export const DeadLetterSummary = v.object({
   id: v.string(),
-  reason: v.picklist(REASONS),
-  error: v.string(),
-  queue: v.string(),
-  job_id: v.string(),
-  write_index: v.nullable(v.pipe(v.number(), v.integer())),
-  request_id: v.nullable(v.string()),
-  record_id: v.nullable(v.string()),
-  seq: v.nullable(v.pipe(v.number(), v.integer(), v.description('Acceptance order of the write, kept by a retry.'))),
+  ...v.omit(DeadLetter, ['_id', 'payload_json', 'failed_at']).entries,
   failed_at: v.pipe(v.string(), v.description('ISO 8601 date-time.')),
   payload_bytes: v.pipe(v.number(), v.integer(), v.minValue(0)),
 });
