@@ -133,6 +133,23 @@ describe('GET /openapi.json', () => {
     expect(validOne(one.body), JSON.stringify(validOne.errors)).to.equal(true);
   });
 
+  it('documents the dead-letter list query as the route parses it (names, limit bounds and default)', async () => {
+    const admin = { Authorization: `Bearer ${TEST_KEY.secret}` };
+    const params = operation(doc, '/admin/dead-letters', 'get')['parameters'] as Json[];
+    const query = params.filter((p) => p['in'] === 'query');
+    expect(query.map((p) => p['name'])).to.have.members(['reason', 'limit', 'cursor']);
+    expect(query.every((p) => p['required'] === false)).to.equal(true);
+    const limit = query.find((p) => p['name'] === 'limit')!['schema'] as Json;
+    expect(limit).to.include({ type: 'integer', minimum: 1 });
+    expect(limit['default']).to.be.within(limit['minimum'] as number, limit['maximum'] as number);
+    const status = async (q: string) => (await stack.request(`/admin/dead-letters?${q}`, { method: 'GET', headers: admin })).status;
+    expect(await status(`limit=${limit['maximum'] as number}`)).to.equal(200);
+    expect(await status(`limit=${limit['minimum'] as number}`)).to.equal(200);
+    expect(await status(`limit=${(limit['maximum'] as number) + 1}`)).to.equal(400);
+    expect(await status(`limit=${(limit['minimum'] as number) - 1}`)).to.equal(400);
+    expect(await status('undocumented=1'), 'a parameter the document does not list').to.equal(400);
+  });
+
   it('lists every ErrorCode, each under the response of its HTTP status', () => {
     const listed = (doc['components']['schemas']['ErrorCode']['oneOf'] as Json[]).map((o) => o['const'] as string);
     expect(listed).to.have.members(Object.keys(ErrorCode));
