@@ -8,9 +8,9 @@ import { decodeJob } from '../shared/job-payload.js';
 import type { WriteQueue } from '../shared/queue.js';
 
 /** Where the queue dashboard (bull-board) is mounted. */
-export const DASHBOARD_PATH = '/admin/queues';
+const DASHBOARD_PATH = '/admin/queues';
 
-export interface DashboardOptions {
+interface DashboardOptions {
   readonly queue: WriteQueue;
   /**
    * Decides who may see the dashboard: receives the presented token (from `Authorization: Bearer`

@@ -28,7 +28,7 @@ export interface Enqueuer {
   drain(): Promise<void>;
 }
 
-export interface EnqueuerOptions {
+interface EnqueuerOptions {
   readonly queue: WriteQueue;
   readonly logger: Logger;
   readonly metrics: ApiMetrics;

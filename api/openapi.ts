@@ -1,19 +1,24 @@
-import { toJsonSchema, type ConversionConfig, type JsonSchema } from '@valibot/to-json-schema';
-import { STATUS_CODES } from 'node:http';
 import * as v from 'valibot';
-import { ErrorCode, type ErrorDetail, type ErrorHeader } from '../shared/errors.js';
-import { BatchResponseToNewRecord, FeedbackRecordBody, feedbackBatchBody, FeedbackResponseBody, FeedbackTokenBody, hasAnyKey, isPlainObject, ResponseStatus } from '../shared/schemas.js';
-import type { FeedbackTokenAnswer } from './routes/feedback-tokens.js';
+import { AcceptedBody, BatchBody } from '../shared/answers.js';
+import { DatasetListQuery, DatasetPage } from '../shared/dataset-admin.js';
+import { DatasetDefinition, DatasetDefinitionInput } from '../shared/dataset-definition.js';
+import { DeadLetterDetail, DeadLetterListQuery, DeadLetterPage, DeadLetterRequeued, DeadLetterSummary } from '../shared/dead-letter-admin.js';
+import type { ErrorCode } from '../shared/errors.js';
+import { BatchResponseToNewRecord, DatasetId, FeedbackRecordBody, feedbackBatchBody, FeedbackResponseBody, FeedbackTokenBody } from '../shared/schemas.js';
 import { IDEMPOTENCY_KEY_RE } from './idempotency.js';
-import type { AcceptedBody } from './routes/feedback.js';
-import { BATCH_STATUS, type BatchBody } from './routes/batch.js';
-import { DeadLetterReason } from '../shared/dead-letters.js';
-import { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, type DeadLetterSummary } from '../shared/dead-letter-admin.js';
-import { DatasetDefinitionInput } from '../shared/dataset-definition.js';
-import { DATASET_LIST_MAX } from '../shared/dataset-admin.js';
+import { buildOpenApiDocument, type OpenApiDocument, type OperationSpec, type Paths } from './openapi-build.js';
+import { BATCH_STATUS } from './routes/batch.js';
+import { DatasetSchemas } from './routes/datasets.js';
+import { DeadLetterPurged } from './routes/dead-letters.js';
+import { FeedbackTokenAnswer } from './routes/feedback-tokens.js';
+import { HealthBody, ReadinessBody } from './routes/service.js';
 
-/** An OpenAPI 3.1 document, as plain JSON. */
-export type OpenApiDocument = Record<string, unknown>;
+/*
+ * The OpenAPI document of the API: what cannot be derived (summaries, descriptions, which codes
+ * an operation adds), one entry per operation. Schemas are the valibot schemas the routes parse
+ * with or build their answers from; error responses come from the codes table (shared/errors.ts);
+ * see api/openapi-build.ts.
+ */
 
 /**
  * Version of the HTTP contract described (OpenAPI `info.version`), not of the package: bumped
@@ -21,135 +26,8 @@ export type OpenApiDocument = Record<string, unknown>;
  */
 const API_CONTRACT_VERSION = '1.0.0';
 
-function noteOf(message: unknown): string | undefined {
-  return typeof message === 'string' ? message : undefined;
-}
-
-function withNote(schema: JsonSchema, note: string | undefined): JsonSchema {
-  if (note === undefined) return schema;
-  const also = `Also checked by the API: ${note}.`;
-  return { ...schema, description: schema.description === undefined ? also : `${schema.description} ${also}` };
-}
-
-/**
- * How the valibot schemas of shared/schemas.ts become JSON Schema 2020-12 (the dialect of
- * OpenAPI 3.1). Anything the converter does not know and that is not handled below throws
- * (errorMode 'throw'), so a new construct in the schemas fails the OpenAPI test instead of
- * silently documenting less than the API checks.
- *
- * `typeMode: 'output'` starts each pipe at its last schema: closedObject() is
- * `pipe(custom(isPlainObject), rawCheck, objectWithRest(entries, never), transform)`, and the
- * object schema is the part JSON Schema can express.
- */
-const CONVERSION: ConversionConfig = {
-  target: 'draft-2020-12',
-  typeMode: 'output',
-  errorMode: 'throw',
-  overrideSchema({ valibotSchema, jsonSchema }) {
-    // jsonObject(): a plain-object check; its key and depth rules travel in its description.
-    if (valibotSchema.type === 'custom' && (valibotSchema as { check?: unknown }).check === isPlainObject) {
-      return { ...jsonSchema, type: 'object' };
-    }
-    // closedObject(): `additionalProperties: false` says what `{not: {}}` says, more readably.
-    if (valibotSchema.type === 'object_with_rest' && (valibotSchema as { rest?: { type?: unknown } }).rest?.type === 'never') {
-      return { ...jsonSchema, additionalProperties: false };
-    }
-    return undefined;
-  },
-  overrideAction({ valibotAction, jsonSchema }) {
-    const action = valibotAction as { type: string; requirement?: unknown; message?: unknown };
-    switch (action.type) {
-      case 'check':
-        if (action.requirement === hasAnyKey) return { ...jsonSchema, minProperties: 1 };
-        // e.g. "must not contain unpaired surrogates": not expressible, so stated in words.
-        return withNote(jsonSchema, noteOf(action.message));
-      case 'partial_check':
-        // "values must have at least one key unless status is discarded".
-        return withNote(jsonSchema, noteOf(action.message));
-      case 'raw_check':
-        // jsonObject()'s key/depth walk (described by its v.description) and closedObject()'s
-        // report of __proto__-like keys (already excluded by additionalProperties: false).
-        return jsonSchema;
-      case 'transform':
-        // closedObject()'s only transform is a type-level cast; the value is unchanged.
-        return jsonSchema;
-      default:
-        return undefined;
-    }
-  },
-};
-
-function jsonSchemaOf(schema: v.GenericSchema): JsonSchema {
-  // `$schema` is implied by OpenAPI 3.1's dialect; repeated inside components it is noise.
-  const converted = toJsonSchema(schema, CONVERSION);
-  delete converted.$schema;
-  return converted;
-}
-
-/** The 200 body of both write endpoints (documentation only: the API builds it itself). */
-const AcceptedResponse = v.object({
-  feedback_record_id: v.pipe(v.string(), v.description('Minted by the API before queueing; usable at once with POST /feedback-response.')),
-  feedback_response_id: v.pipe(v.string(), v.description('The same for the same (record, annotator): a later call updates that response.')),
-  status: ResponseStatus,
-});
-// The documented 200 body and the one the routes build must not drift apart.
-const acceptedMatches: [v.InferOutput<typeof AcceptedResponse>, AcceptedBody] extends [AcceptedBody, v.InferOutput<typeof AcceptedResponse>] ? true : never = true;
-void acceptedMatches;
-
-/** The 207 body of `POST /feedback-batch` (documentation only: the route builds it). */
-const BatchResponse = v.object({
-  accepted: v.pipe(v.number(), v.integer(), v.minValue(0), v.description('Items queued by this call (in Redis, acknowledged).')),
-  rejected: v.pipe(v.number(), v.integer(), v.minValue(0), v.description('Items refused, each with its error.')),
-  items: v.pipe(
-    v.array(v.union([
-      v.object({ index: v.pipe(v.number(), v.integer(), v.minValue(0)), status: v.literal(200), result: AcceptedResponse }),
-      v.object({
-        index: v.pipe(v.number(), v.integer(), v.minValue(0)),
-        status: v.pipe(v.number(), v.integer(), v.description('The HTTP status a single call would have had: 400, 403 or 404.')),
-        error: v.object({ code: v.picklist(['validation_failed', 'forbidden', 'record_not_found']), message: v.string(), details: v.exactOptional(v.array(v.object({ path: v.string(), message: v.string() }))) }),
-      }),
-    ])),
-    v.description('One result per item, in the order of the items.'),
-  ),
-});
-// The documented batch answer and the one the route builds must not drift apart (item by item).
-const batchMatches: v.InferOutput<typeof BatchResponse> extends BatchBody ? true : never = true;
-void batchMatches;
-
-const ReadinessResponse = v.object({
-  status: v.picklist(['ready', 'not_ready']),
-  redis: v.picklist(['up', 'down']),
-  backlog_jobs: v.nullable(v.number()),
-  overloaded: v.boolean(),
-});
-
-const HealthResponse = v.object({ status: v.literal('ok') });
-
-const ERROR_CODES = Object.keys(ErrorCode) as ErrorCode[];
-
-/** The error shape of the contract, with `code` limited to `codes`. */
-function errorBody(codes: readonly ErrorCode[]) {
-  const detail = v.object({ path: v.string(), message: v.string() });
-  // The documented detail and the one the API renders must not drift apart.
-  const detailMatches: v.InferOutput<typeof detail> extends ErrorDetail ? true : never = true;
-  void detailMatches;
-  return v.object({
-    error: v.object({
-      code: v.picklist(codes),
-      message: v.pipe(v.string(), v.description('For humans; may change. Match on `code`.')),
-      details: v.exactOptional(v.pipe(v.array(detail), v.description('With `validation_failed` only: every problem, with its JSON path.'))),
-    }),
-  });
-}
-
-/** Codes any request can get, whatever its path: Node's parser refusals and bugs. */
-const TRANSPORT_CODES = ['bad_request', 'request_timeout', 'headers_too_large', 'internal_error'] as const satisfies readonly ErrorCode[];
-/** Codes of both write endpoints, in the order of the middleware that can raise them. */
+/** Codes of the write endpoints after authentication, in the order of the steps that raise them. */
 const WRITE_CODES = [
-  ...TRANSPORT_CODES,
-  'unauthorized',
-  'invalid_api_key',
-  'forbidden',
   'rate_limited',
   'unsupported_media_type',
   'payload_too_large',
@@ -161,193 +39,177 @@ const WRITE_CODES = [
   'idempotency_key_in_use',
   'queue_unavailable',
 ] as const satisfies readonly ErrorCode[];
-/** Codes of the admin endpoints (admin scope). */
-const ADMIN_CODES = [...TRANSPORT_CODES, 'unauthorized', 'invalid_api_key', 'forbidden'] as const satisfies readonly ErrorCode[];
-/** Codes of no operation in particular: any unknown path, any known path with the wrong method. */
-const ANY_PATH_CODES = ['not_found', 'method_not_allowed'] as const satisfies readonly ErrorCode[];
 
-const ref = (name: string) => ({ $ref: `#/components/headers/${name}` });
-const X_REQUEST_ID_HEADERS = { 'X-Request-Id': ref('X-Request-Id') };
+const JSON_BODY = 'JSON (`application/json`, `application/*+json`, UTF-8; a missing `Content-Type` is read as JSON).';
 /** Sent on every write answered after authentication while a rate limit applies to the key. */
-const RATE_LIMIT_HEADERS = { 'RateLimit-Limit': ref('RateLimit-Limit'), 'RateLimit-Remaining': ref('RateLimit-Remaining'), 'RateLimit-Reset': ref('RateLimit-Reset') };
+const RATE_LIMIT_HEADERS = ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'] as const;
 
-/** X-Request-Id and the headers the codes carry (shared/errors.ts). */
-function errorHeaders(codes: readonly ErrorCode[]): Record<string, unknown> {
-  const headers: Record<string, unknown> = { ...X_REQUEST_ID_HEADERS };
-  for (const code of codes) for (const name of (ErrorCode[code] as { headers?: readonly ErrorHeader[] }).headers ?? []) headers[name] = ref(name);
-  return headers;
-}
-
-/** One response object per status, `code` limited to the given codes of that status. */
-function errorResponses(codes: readonly ErrorCode[]): Record<string, unknown> {
-  const byStatus = new Map<number, ErrorCode[]>();
-  for (const code of codes) {
-    const status = ErrorCode[code].status;
-    byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
-  }
-  const out: Record<string, unknown> = {};
-  for (const [status, group] of [...byStatus].sort(([a], [b]) => a - b)) {
-    out[String(status)] = {
-      description: `${STATUS_CODES[status] ?? 'Error'}: ${group.map((code) => `\`${code}\` (${ErrorCode[code].description})`).join('; ')}`,
-      headers: errorHeaders(group),
-      content: { 'application/json': { schema: jsonSchemaOf(errorBody(group)) } },
-    };
-  }
-  return out;
-}
-
-function jsonContent(schema: unknown) {
-  return { 'application/json': { schema } };
-}
-
-function writeOperation(options: { operationId: string; summary: string; description: string; body: string; codes: readonly ErrorCode[] }) {
+/** A write endpoint: a JSON body in, the accepted ids out (or `answer`, for the batch). */
+function write(spec: {
+  operationId: string;
+  summary: string;
+  description: string;
+  body: v.GenericSchema;
+  codes?: readonly ErrorCode[];
+  feedbackToken?: true;
+  answer?: { status: number; description: string; json: v.GenericSchema };
+}): OperationSpec {
+  const { body, codes, answer, ...rest } = spec;
+  const success = answer ?? { status: 200, description: 'The write is in Redis, acknowledged, and will reach MongoDB.', json: AcceptedBody };
   return {
-    operationId: options.operationId,
-    summary: options.summary,
-    description: options.description,
-    security: [{ bearerAuth: [] }],
-    parameters: [{ $ref: '#/components/parameters/Idempotency-Key' }, { $ref: '#/components/parameters/X-Request-Id' }],
-    requestBody: {
-      required: true,
-      description: 'JSON (`application/json`, `application/*+json`, UTF-8; a missing `Content-Type` is read as JSON).',
-      content: jsonContent({ $ref: `#/components/schemas/${options.body}` }),
-    },
-    responses: {
-      '200': {
-        description: 'The write is in Redis, acknowledged, and will reach MongoDB.',
-        headers: { ...X_REQUEST_ID_HEADERS, 'Idempotent-Replayed': ref('Idempotent-Replayed'), ...RATE_LIMIT_HEADERS },
-        content: jsonContent({ $ref: '#/components/schemas/AcceptedResponse' }),
+    ...rest,
+    access: 'key',
+    headers: ['Idempotency-Key'],
+    body: { schema: body, description: JSON_BODY },
+    answers: { [success.status]: { description: success.description, json: success.json, headers: ['Idempotent-Replayed', ...RATE_LIMIT_HEADERS] } },
+    codes: [...WRITE_CODES, ...(codes ?? [])],
+  };
+}
+
+const DATASET_ID = { id: { description: 'The dataset id (`feedback_dataset_id`).', schema: DatasetId } };
+
+const DEAD_LETTER_ID = { id: 'The dead letter\'s id (`<queue>:w:<seq>:<response id>`, or `<queue>:job:…` for whole jobs and writes of earlier releases).' };
+
+/** The operations; `batchBody` is the batch envelope as documented (its limit is a setting). */
+const paths = (batchRequestMaxItems: number, batchBody: v.GenericSchema): Paths => ({
+  '/feedback-record': {
+    post: write({
+      operationId: 'postFeedbackRecord',
+      summary: 'Create a record and its first response',
+      description: 'Live chatbot use: one record plus its first response per call. The API mints both ids before queueing.',
+      body: FeedbackRecordBody,
+      codes: ['dataset_not_found'],
+    }),
+  },
+  '/feedback-response': {
+    post: write({
+      operationId: 'postFeedbackResponse',
+      summary: 'Add or update a response to an existing record',
+      description:
+        'Annotation tools. One response per (record, annotator): a later call for the same pair updates `status` and `values` and keeps the response id. ' +
+        'A browser may call it with a feedback token (POST /feedback-tokens) instead of an API key: the token writes only its record, as its annotator ' +
+        "(`user_id` is forced to the token's), and only its questions; CORS answers the origins of `CORS_ORIGINS`.",
+      body: FeedbackResponseBody,
+      codes: ['record_not_found', 'dataset_not_found'],
+      feedbackToken: true,
+    }),
+  },
+  '/feedback-batch': {
+    post: write({
+      operationId: 'postFeedbackBatch',
+      summary: 'Several writes in one call (backfills, fleets that buffer)',
+      description:
+        `Up to ${batchRequestMaxItems} items (\`BATCH_REQUEST_MAX_ITEMS\`; more is 400 \`validation_failed\`), each the body of POST /feedback-record, ` +
+        'the body of POST /feedback-response, or a response to a record of an earlier item of the same call (`record_index`). Items are checked one by one: ' +
+        'a bad item does not block the good ones. 207 once every accepted item is queued (in Redis, acknowledged); each item has its own status, in order. ' +
+        'If any accepted item could not be queued the whole call is 503 and nothing is promised: retry the whole call with the same `Idempotency-Key`. ' +
+        'The body limit is `BATCH_REQUEST_MAX_BYTES` instead of `BODY_LIMIT_BYTES`. A call counts as one request for the rate limit.',
+      body: batchBody,
+      answer: {
+        status: BATCH_STATUS,
+        description: 'Multi-Status: every accepted item is in Redis, acknowledged, and will reach MongoDB; refused items carry their error.',
+        json: BatchBody,
       },
-      ...errorResponses(options.codes),
+    }),
+  },
+  '/feedback-tokens': {
+    post: {
+      operationId: 'postFeedbackToken',
+      summary: 'Mint a short-lived browser feedback token for one record and one annotator',
+      description:
+        "Server side, with an API key that may write the record's dataset. The token lets a browser page answer that record as `user_id` (and, with `questions`, only those `values` keys) on POST /feedback-response until `expires_at`. " +
+        'Lifetime: `expires_in_seconds`, default `FEEDBACK_TOKEN_TTL_SECONDS`, at most `FEEDBACK_TOKEN_MAX_TTL_SECONDS`.',
+      access: 'key',
+      body: { schema: FeedbackTokenBody, description: JSON_BODY },
+      answers: { 200: { description: 'The token; `Cache-Control: no-store`.', json: FeedbackTokenAnswer, headers: RATE_LIMIT_HEADERS } },
+      codes: ['rate_limited', 'unsupported_media_type', 'payload_too_large', 'invalid_json', 'validation_failed', 'record_not_found'],
     },
-  };
-}
-
-function adminOperation(options: { operationId: string; summary: string; description?: string; parameters?: unknown[]; codes?: readonly ErrorCode[]; responses: Record<string, unknown> }) {
-  return {
-    operationId: options.operationId,
-    summary: options.summary,
-    ...(options.description === undefined ? {} : { description: options.description }),
-    tags: ['admin'],
-    security: [{ bearerAuth: [] }],
-    parameters: [{ $ref: '#/components/parameters/X-Request-Id' }, ...(options.parameters ?? [])],
-    responses: { ...options.responses, ...errorResponses([...ADMIN_CODES, ...(options.codes ?? [])]) },
-  };
-}
-
-const DEAD_LETTER_ID = { name: 'id', in: 'path', required: true, description: 'The dead letter\'s id (`<queue>:<job id>:<write index>` or `…:job`).', schema: { type: 'string' } };
-
-/** What the dead-letter endpoints answer (shared/dead-letter-admin.ts). */
-const DeadLetterSummarySchema = v.object({
-  id: v.string(),
-  reason: v.picklist(Object.values(DeadLetterReason)),
-  error: v.string(),
-  queue: v.string(),
-  job_id: v.string(),
-  write_index: v.nullable(v.pipe(v.number(), v.integer())),
-  request_id: v.nullable(v.string()),
-  record_id: v.nullable(v.string()),
-  seq: v.nullable(v.pipe(v.number(), v.integer(), v.description('Acceptance order of the write, kept by a retry.'))),
-  failed_at: v.pipe(v.string(), v.description('ISO 8601 date-time.')),
-  payload_bytes: v.pipe(v.number(), v.integer(), v.minValue(0)),
+  },
+  '/healthz': {
+    get: { operationId: 'getHealthz', summary: 'The process is up', access: 'public', answers: { 200: { description: 'Up.', json: HealthBody } } },
+  },
+  '/readyz': {
+    get: {
+      operationId: 'getReadyz',
+      summary: 'Redis answers and the backlog is under the ceiling',
+      access: 'public',
+      answers: {
+        200: { description: 'Ready.', json: ReadinessBody },
+        503: { description: 'Not ready: Redis does not answer, or the backlog is above `BACKLOG_MAX_JOBS`.', json: ReadinessBody },
+      },
+    },
+  },
+  '/metrics': {
+    get: { operationId: 'getMetrics', summary: 'Prometheus metrics of this API process', access: 'public', answers: { 200: { description: 'Prometheus text exposition format.', media: 'text/plain' } } },
+  },
+  '/admin/dead-letters': {
+    get: { operationId: 'listDeadLetters', summary: 'List dead-lettered writes, newest first', access: 'admin', query: DeadLetterListQuery, codes: ['validation_failed'], answers: { 200: { description: 'One page.', json: DeadLetterPage } } },
+  },
+  '/admin/dead-letters/{id}': {
+    get: { operationId: 'getDeadLetter', summary: 'One dead letter with its payload', access: 'admin', path: DEAD_LETTER_ID, codes: ['not_found'], answers: { 200: { description: 'The dead letter.', json: DeadLetterDetail } } },
+    delete: { operationId: 'purgeDeadLetter', summary: 'Delete one dead letter', access: 'admin', path: DEAD_LETTER_ID, codes: ['not_found'], answers: { 200: { description: 'Deleted.', json: DeadLetterPurged } } },
+  },
+  '/admin/dead-letters/{id}/retry': {
+    post: {
+      operationId: 'retryDeadLetter',
+      summary: 'Queue the write again through the normal path (idempotent), keeping its acceptance order',
+      access: 'admin',
+      path: DEAD_LETTER_ID,
+      codes: ['not_found', 'dead_letter_not_retryable', 'queue_unavailable'],
+      answers: { 200: { description: 'Queued again; the dead letter is deleted.', json: DeadLetterRequeued } },
+    },
+  },
+  '/datasets': {
+    get: { operationId: 'listDatasets', summary: 'List dataset definitions, by id', access: 'admin', query: DatasetListQuery, codes: ['validation_failed'], answers: { 200: { description: 'One page.', json: DatasetPage } } },
+  },
+  '/datasets/{id}': {
+    put: {
+      operationId: 'putDataset',
+      summary: 'Create or replace a dataset definition (idempotent)',
+      description: 'Applies to writes accepted after the change (within `DATASETS_REFRESH_MS` in other API processes); stored data is not rewritten.',
+      access: 'admin',
+      path: DATASET_ID,
+      body: { schema: DatasetDefinitionInput, description: JSON_BODY },
+      codes: ['invalid_json', 'validation_failed', 'unsupported_media_type', 'payload_too_large'],
+      answers: { 200: { description: 'Replaced, or unchanged.', json: DatasetDefinition }, 201: { description: 'Created.', json: DatasetDefinition } },
+    },
+    get: { operationId: 'getDataset', summary: 'One dataset definition', access: 'admin', path: DATASET_ID, codes: ['dataset_not_found'], answers: { 200: { description: 'The definition.', json: DatasetDefinition } } },
+  },
+  '/datasets/{id}/schema': {
+    get: {
+      operationId: 'getDatasetSchema',
+      summary: 'JSON Schemas of valid write bodies for this dataset',
+      description: 'Any key that may write to the dataset (no admin scope needed).',
+      access: 'key',
+      tags: ['datasets'],
+      path: DATASET_ID,
+      codes: ['dataset_not_found'],
+      answers: { 200: { description: 'JSON Schema 2020-12 of a `POST /feedback-record` body and of a `POST /feedback-response` body.', json: DatasetSchemas } },
+    },
+  },
+  '/admin/queues': {
+    get: {
+      operationId: 'getQueueDashboard',
+      summary: 'The bull-board queue dashboard (HTML; its assets and JSON API live below this path)',
+      description: 'Browsers may log in with HTTP Basic: any user name, an admin key as password.',
+      access: 'admin',
+      basicAuth: true,
+      answers: { 200: { description: 'The dashboard page.', media: 'text/html' } },
+    },
+  },
+  '/openapi.json': {
+    get: { operationId: 'getOpenApi', summary: 'This document', access: 'public', answers: { 200: { description: 'OpenAPI 3.1.', json: v.record(v.string(), v.unknown()) } } },
+  },
 });
-// The documented summary and the one the admin builds must not drift apart.
-const summaryMatches: [v.InferOutput<typeof DeadLetterSummarySchema>, DeadLetterSummary] extends [DeadLetterSummary, v.InferOutput<typeof DeadLetterSummarySchema>] ? true : never = true;
-void summaryMatches;
-
-const DATASET_ID = { name: 'id', in: 'path', required: true, description: 'The dataset id (`feedback_dataset_id`).', schema: { type: 'string', minLength: 1, maxLength: 256 } };
-const DATASET = jsonContent({ $ref: '#/components/schemas/DatasetDefinition' });
-
-/** `/datasets…` (api/routes/datasets.ts): definitions under the admin scope; `/schema` for any key that may write to the dataset. */
-function datasetPaths(): Record<string, unknown> {
-  return {
-    '/datasets': {
-      get: adminOperation({
-        operationId: 'listDatasets',
-        summary: 'List dataset definitions, by id',
-        parameters: [
-          { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: DATASET_LIST_MAX, default: 100 } },
-          { name: 'cursor', in: 'query', required: false, description: 'The `next_cursor` of the previous page.', schema: { type: 'string' } },
-        ],
-        codes: ['validation_failed'],
-        responses: { '200': { description: 'One page.', headers: X_REQUEST_ID_HEADERS, content: jsonContent({ type: 'object', required: ['items', 'next_cursor'], properties: { items: { type: 'array', items: { $ref: '#/components/schemas/DatasetDefinition' } }, next_cursor: { type: ['string', 'null'] } } }) } },
-      }),
-    },
-    '/datasets/{id}': {
-      put: {
-        ...adminOperation({
-          operationId: 'putDataset',
-          summary: 'Create or replace a dataset definition (idempotent)',
-          description: 'Applies to writes accepted after the change (within `DATASETS_REFRESH_MS` in other API processes); stored data is not rewritten.',
-          parameters: [DATASET_ID],
-          codes: ['invalid_json', 'validation_failed', 'unsupported_media_type', 'payload_too_large'],
-          responses: { '200': { description: 'Replaced, or unchanged.', headers: X_REQUEST_ID_HEADERS, content: DATASET }, '201': { description: 'Created.', headers: X_REQUEST_ID_HEADERS, content: DATASET } },
-        }),
-        requestBody: { required: true, content: jsonContent({ $ref: '#/components/schemas/DatasetDefinitionInput' }) },
-      },
-      get: adminOperation({
-        operationId: 'getDataset',
-        summary: 'One dataset definition',
-        parameters: [DATASET_ID],
-        codes: ['dataset_not_found'],
-        responses: { '200': { description: 'The definition.', headers: X_REQUEST_ID_HEADERS, content: DATASET } },
-      }),
-    },
-    '/datasets/{id}/schema': {
-      get: {
-        ...adminOperation({
-          operationId: 'getDatasetSchema',
-          summary: 'JSON Schemas of valid write bodies for this dataset',
-          description: 'Any key that may write to the dataset (no admin scope needed).',
-          parameters: [DATASET_ID],
-          codes: ['dataset_not_found'],
-          responses: {
-            '200': {
-              description: 'JSON Schema 2020-12 of a `POST /feedback-record` body and of a `POST /feedback-response` body.',
-              headers: X_REQUEST_ID_HEADERS,
-              content: jsonContent({ type: 'object', required: ['dataset_id', 'updated_at', 'record_body', 'response_body'], properties: { dataset_id: { type: 'string' }, updated_at: { type: 'string' }, record_body: { type: 'object' }, response_body: { type: 'object' } } }),
-            },
-          },
-        }),
-        tags: ['datasets'],
-      },
-    },
-  };
-}
-
-/** The batch envelope, with each item one of the three item bodies (the route checks them one by one). */
-function batchBodySchema(maxItems: number): JsonSchema {
-  const envelope = jsonSchemaOf(feedbackBatchBody(maxItems)) as { properties: { items: Record<string, unknown> } };
-  envelope.properties.items = {
-    ...envelope.properties.items,
-    items: { anyOf: ['FeedbackRecordBody', 'FeedbackResponseBody', 'BatchResponseToNewRecord'].map((name) => ({ $ref: `#/components/schemas/${name}` })) },
-  };
-  return envelope as JsonSchema;
-}
-
-function serviceOperation(options: { operationId: string; summary: string; responses: Record<string, unknown> }) {
-  return {
-    operationId: options.operationId,
-    summary: options.summary,
-    security: [],
-    parameters: [{ $ref: '#/components/parameters/X-Request-Id' }],
-    responses: { ...options.responses, ...errorResponses(TRANSPORT_CODES) },
-  };
-}
 
 /**
- * The OpenAPI 3.1 document of the API. Request bodies are converted from the valibot schemas
- * the routes validate with (shared/schemas.ts); what JSON Schema cannot express is said in
- * descriptions (see CONVERSION). Pure: build it once, serve it many times.
+ * The OpenAPI 3.1 document of the API. What JSON Schema cannot express of the request schemas is
+ * said in descriptions (api/openapi-build.ts). Pure: build it once, serve it many times.
  */
 export function createOpenApiDocument(options: { batchRequestMaxItems: number }): OpenApiDocument {
-  const perStatus: Record<string, unknown> = {};
-  for (const [status, response] of Object.entries(errorResponses(ERROR_CODES))) {
-    perStatus[`Error${status}`] = response;
-  }
-  const anyPath = errorResponses(ANY_PATH_CODES);
-  return withFeedbackTokens({
-    openapi: '3.1.0',
+  // The route checks the items one by one; the document says what each may be.
+  const FeedbackBatchBody = feedbackBatchBody(options.batchRequestMaxItems, v.union([FeedbackRecordBody, FeedbackResponseBody, BatchResponseToNewRecord]));
+  return buildOpenApiDocument({
     info: {
       title: 'feedback-ingest',
       version: API_CONTRACT_VERSION,
@@ -357,181 +219,30 @@ export function createOpenApiDocument(options: { batchRequestMaxItems: number })
         'Any unknown path answers 404 `not_found` (components.responses.NotFound) and a known path with a wrong method ' +
         '405 `method_not_allowed` with `Allow` (components.responses.MethodNotAllowed).',
     },
-    paths: {
-      '/feedback-record': {
-        post: writeOperation({
-          operationId: 'postFeedbackRecord',
-          summary: 'Create a record and its first response',
-          description: 'Live chatbot use: one record plus its first response per call. The API mints both ids before queueing.',
-          body: 'FeedbackRecordBody',
-          codes: [...WRITE_CODES, 'dataset_not_found'],
-        }),
-      },
-      '/feedback-response': {
-        post: writeOperation({
-          operationId: 'postFeedbackResponse',
-          summary: 'Add or update a response to an existing record',
-          description:
-            'Annotation tools. One response per (record, annotator): a later call for the same pair updates `status` and `values` and keeps the response id.',
-          body: 'FeedbackResponseBody',
-          codes: [...WRITE_CODES, 'record_not_found', 'dataset_not_found'],
-        }),
-      },
-      '/feedback-batch': {
-        post: (() => {
-          const op = writeOperation({
-            operationId: 'postFeedbackBatch',
-            summary: 'Several writes in one call (backfills, fleets that buffer)',
-            description:
-              `Up to ${options.batchRequestMaxItems} items (\`BATCH_REQUEST_MAX_ITEMS\`; more is 400 \`validation_failed\`), each the body of POST /feedback-record, ` +
-              'the body of POST /feedback-response, or a response to a record of an earlier item of the same call (`record_index`). Items are checked one by one: ' +
-              'a bad item does not block the good ones. 207 once every accepted item is queued (in Redis, acknowledged); each item has its own status, in order. ' +
-              'If any accepted item could not be queued the whole call is 503 and nothing is promised: retry the whole call with the same `Idempotency-Key`. ' +
-              'The body limit is `BATCH_REQUEST_MAX_BYTES` instead of `BODY_LIMIT_BYTES`. A call counts as one request for the rate limit.',
-            body: 'FeedbackBatchBody',
-            codes: WRITE_CODES,
-          });
-          const { '200': accepted, ...errors } = op.responses;
-          void accepted;
-          return {
-            ...op,
-            responses: {
-              [String(BATCH_STATUS)]: {
-                description: 'Multi-Status: every accepted item is in Redis, acknowledged, and will reach MongoDB; refused items carry their error.',
-                headers: { ...X_REQUEST_ID_HEADERS, 'Idempotent-Replayed': ref('Idempotent-Replayed'), ...RATE_LIMIT_HEADERS },
-                content: jsonContent({ $ref: '#/components/schemas/BatchResponse' }),
-              },
-              ...errors,
-            },
-          };
-        })(),
-      },
-      '/healthz': {
-        get: serviceOperation({
-          operationId: 'getHealthz',
-          summary: 'The process is up',
-          responses: { '200': { description: 'Up.', headers: X_REQUEST_ID_HEADERS, content: jsonContent(jsonSchemaOf(HealthResponse)) } },
-        }),
-      },
-      '/readyz': {
-        get: serviceOperation({
-          operationId: 'getReadyz',
-          summary: 'Redis answers and the backlog is under the ceiling',
-          responses: {
-            '200': { description: 'Ready.', headers: X_REQUEST_ID_HEADERS, content: jsonContent({ $ref: '#/components/schemas/ReadinessResponse' }) },
-            '503': { description: 'Not ready: Redis does not answer, or the backlog is above `BACKLOG_MAX_JOBS`.', headers: X_REQUEST_ID_HEADERS, content: jsonContent({ $ref: '#/components/schemas/ReadinessResponse' }) },
-          },
-        }),
-      },
-      '/metrics': {
-        get: serviceOperation({
-          operationId: 'getMetrics',
-          summary: 'Prometheus metrics of this API process',
-          responses: { '200': { description: 'Prometheus text exposition format.', headers: X_REQUEST_ID_HEADERS, content: { 'text/plain': { schema: { type: 'string' } } } } },
-        }),
-      },
-      '/admin/dead-letters': {
-        get: adminOperation({
-          operationId: 'listDeadLetters',
-          summary: 'List dead-lettered writes, newest first',
-          parameters: [
-            { name: 'reason', in: 'query', required: false, schema: { type: 'string', enum: Object.values(DeadLetterReason) } },
-            { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: MAX_LIST_LIMIT, default: DEFAULT_LIST_LIMIT } },
-            { name: 'cursor', in: 'query', required: false, description: 'The `next_cursor` of the previous page.', schema: { type: 'string' } },
-          ],
-          codes: ['validation_failed'],
-          responses: {
-            '200': {
-              description: 'One page.',
-              headers: X_REQUEST_ID_HEADERS,
-              content: jsonContent({ type: 'object', required: ['items', 'next_cursor'], properties: { items: { type: 'array', items: { $ref: '#/components/schemas/DeadLetterSummary' } }, next_cursor: { type: ['string', 'null'] } } }),
-            },
-          },
-        }),
-      },
-      '/admin/dead-letters/{id}': {
-        get: adminOperation({
-          operationId: 'getDeadLetter',
-          summary: 'One dead letter with its payload',
-          parameters: [DEAD_LETTER_ID],
-          codes: ['not_found'],
-          responses: {
-            '200': {
-              description: 'The dead letter; `payload` is `payload_json` parsed when it is JSON.',
-              headers: X_REQUEST_ID_HEADERS,
-              content: jsonContent({ allOf: [{ $ref: '#/components/schemas/DeadLetterSummary' }, { type: 'object', required: ['payload_json', 'payload'], properties: { payload_json: { type: 'string' }, payload: {} } }] }),
-            },
-          },
-        }),
-        delete: adminOperation({
-          operationId: 'purgeDeadLetter',
-          summary: 'Delete one dead letter',
-          parameters: [DEAD_LETTER_ID],
-          codes: ['not_found'],
-          responses: { '200': { description: 'Deleted.', headers: X_REQUEST_ID_HEADERS, content: jsonContent({ type: 'object', required: ['id', 'purged'], properties: { id: { type: 'string' }, purged: { const: true } } }) } },
-        }),
-      },
-      '/admin/dead-letters/{id}/retry': {
-        post: adminOperation({
-          operationId: 'retryDeadLetter',
-          summary: 'Queue the write again through the normal path (idempotent), keeping its acceptance order',
-          parameters: [DEAD_LETTER_ID],
-          codes: ['not_found', 'dead_letter_not_retryable', 'queue_unavailable'],
-          responses: {
-            '200': {
-              description: 'Queued again; the dead letter is deleted.',
-              headers: X_REQUEST_ID_HEADERS,
-              content: jsonContent({ type: 'object', required: ['outcome', 'id', 'job_id', 'seq'], properties: { outcome: { const: 'requeued' }, id: { type: 'string' }, job_id: { type: 'string' }, seq: { type: ['integer', 'null'] } } }),
-            },
-          },
-        }),
-      },
-      ...datasetPaths(),
-      '/admin/queues': {
-        get: {
-          ...adminOperation({
-            operationId: 'getQueueDashboard',
-            summary: 'The bull-board queue dashboard (HTML; its assets and JSON API live below this path)',
-            description: 'Browsers may log in with HTTP Basic: any user name, an admin key as password.',
-            responses: { '200': { description: 'The dashboard page.', content: { 'text/html': { schema: { type: 'string' } } } } },
-          }),
-          security: [{ bearerAuth: [] }, { basicAuth: [] }],
-        },
-      },
-      '/openapi.json': {
-        get: serviceOperation({
-          operationId: 'getOpenApi',
-          summary: 'This document',
-          responses: { '200': { description: 'OpenAPI 3.1.', headers: X_REQUEST_ID_HEADERS, content: jsonContent({ type: 'object' }) } },
-        }),
-      },
+    paths: paths(options.batchRequestMaxItems, FeedbackBatchBody),
+    schemas: {
+      FeedbackRecordBody,
+      FeedbackResponseBody,
+      FeedbackBatchBody,
+      BatchResponseToNewRecord,
+      AcceptedResponse: AcceptedBody,
+      BatchResponse: BatchBody,
+      FeedbackTokenBody,
+      FeedbackTokenResponse: FeedbackTokenAnswer,
+      ReadinessResponse: ReadinessBody,
+      DeadLetterSummary,
+      DatasetDefinitionInput,
+      DatasetDefinition,
     },
     components: {
       securitySchemes: {
         bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key: `Authorization: Bearer <key>`.' },
         basicAuth: { type: 'http', scheme: 'basic', description: 'The dashboard only: any user name, an admin API key as password.' },
-      },
-      schemas: {
-        FeedbackRecordBody: jsonSchemaOf(FeedbackRecordBody),
-        FeedbackResponseBody: jsonSchemaOf(FeedbackResponseBody),
-        FeedbackBatchBody: batchBodySchema(options.batchRequestMaxItems),
-        BatchResponseToNewRecord: jsonSchemaOf(BatchResponseToNewRecord),
-        AcceptedResponse: jsonSchemaOf(AcceptedResponse),
-        BatchResponse: jsonSchemaOf(BatchResponse),
-        ReadinessResponse: jsonSchemaOf(ReadinessResponse),
-        DeadLetterSummary: jsonSchemaOf(DeadLetterSummarySchema),
-        DatasetDefinitionInput: jsonSchemaOf(DatasetDefinitionInput),
-        DatasetDefinition: {
-          allOf: [{ $ref: '#/components/schemas/DatasetDefinitionInput' }],
-          type: 'object',
-          required: ['id', 'fields', 'questions', 'created_at', 'updated_at'],
-          properties: { created_at: { type: 'string', description: 'ISO 8601.' }, updated_at: { type: 'string', description: 'ISO 8601; writes accepted after it are checked against this version.' } },
-        },
-        Error: jsonSchemaOf(errorBody(ERROR_CODES)),
-        ErrorCode: {
-          type: 'string',
-          description: 'Every `error.code` the API can answer with.',
-          oneOf: ERROR_CODES.map((code) => ({ const: code, description: `HTTP ${ErrorCode[code].status}. ${ErrorCode[code].description}` })),
+        feedbackToken: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'JWT',
+          description: 'A feedback token from POST /feedback-tokens: `Authorization: Bearer <token>`, on POST /feedback-response only.',
         },
       },
       parameters: {
@@ -561,76 +272,6 @@ export function createOpenApiDocument(options: { batchRequestMaxItems: number })
         'RateLimit-Remaining': { description: 'Requests left in the current window.', schema: { type: 'integer', minimum: 0 } },
         'RateLimit-Reset': { description: 'Seconds until the window resets.', schema: { type: 'integer', minimum: 0 } },
       },
-      responses: {
-        ...perStatus,
-        NotFound: anyPath['404'],
-        MethodNotAllowed: anyPath['405'],
-      },
     },
   });
-}
-
-/** The 200 body of `POST /feedback-tokens` (documentation only: the route builds it). */
-const FeedbackTokenResponse = v.object({
-  token: v.pipe(v.string(), v.description('A JWS (HS256): send it as `Authorization: Bearer <token>` to POST /feedback-response, and nowhere else.')),
-  token_type: v.literal('Bearer'),
-  expires_at: v.pipe(v.string(), v.description('ISO 8601 date-time, whole seconds.')),
-  expires_in_seconds: v.pipe(v.number(), v.integer(), v.minValue(1)),
-  feedback_record_id: v.string(),
-  user_id: v.string(),
-  questions: v.pipe(v.nullable(v.array(v.string())), v.description('The `values` keys the token may write (duplicates removed); null = any.')),
-});
-// The documented body and the one the route builds must not drift apart.
-const tokenAnswerMatches: [v.InferOutput<typeof FeedbackTokenResponse>, FeedbackTokenAnswer] extends [FeedbackTokenAnswer, v.InferOutput<typeof FeedbackTokenResponse>] ? true : never = true;
-void tokenAnswerMatches;
-
-/** Codes a feedback token adds to POST /feedback-response. */
-const TOKEN_CODES = ['token_expired', 'invalid_token', 'token_out_of_scope'] as const satisfies readonly ErrorCode[];
-/** Codes of POST /feedback-tokens, in the order of the middleware that can raise them. */
-const MINT_CODES = [...TRANSPORT_CODES, 'unauthorized', 'invalid_api_key', 'forbidden', 'rate_limited', 'unsupported_media_type', 'payload_too_large', 'invalid_json', 'validation_failed', 'record_not_found'] as const satisfies readonly ErrorCode[];
-
-/** Browser feedback tokens: POST /feedback-tokens, and the token as a second way to call POST /feedback-response. */
-function withFeedbackTokens(doc: OpenApiDocument): OpenApiDocument {
-  const paths = doc['paths'] as Record<string, Record<string, Record<string, unknown>>>;
-  const components = doc['components'] as Record<string, Record<string, unknown>>;
-  const respond = paths['/feedback-response']!['post']!;
-  paths['/feedback-response']!['post'] = {
-    ...respond,
-    description: `${String(respond['description'])} A browser may call it with a feedback token (POST /feedback-tokens) instead of an API key: the token writes only its record, as its annotator (\`user_id\` is forced to the token's), and only its questions; CORS answers the origins of \`CORS_ORIGINS\`.`,
-    security: [{ bearerAuth: [] }, { feedbackToken: [] }],
-    responses: { ...(respond['responses'] as Record<string, unknown>), ...errorResponses([...WRITE_CODES, 'record_not_found', 'dataset_not_found', ...TOKEN_CODES]) },
-  };
-  paths['/feedback-tokens'] = {
-    post: {
-      operationId: 'postFeedbackToken',
-      summary: 'Mint a short-lived browser feedback token for one record and one annotator',
-      description:
-        'Server side, with an API key that may write the record\'s dataset. The token lets a browser page answer that record as `user_id` (and, with `questions`, only those `values` keys) on POST /feedback-response until `expires_at`. ' +
-        'Lifetime: `expires_in_seconds`, default `FEEDBACK_TOKEN_TTL_SECONDS`, at most `FEEDBACK_TOKEN_MAX_TTL_SECONDS`.',
-      security: [{ bearerAuth: [] }],
-      parameters: [{ $ref: '#/components/parameters/X-Request-Id' }],
-      requestBody: {
-        required: true,
-        description: 'JSON (`application/json`, `application/*+json`, UTF-8; a missing `Content-Type` is read as JSON).',
-        content: jsonContent({ $ref: '#/components/schemas/FeedbackTokenBody' }),
-      },
-      responses: {
-        '200': {
-          description: 'The token; `Cache-Control: no-store`.',
-          headers: { ...X_REQUEST_ID_HEADERS, ...RATE_LIMIT_HEADERS },
-          content: jsonContent({ $ref: '#/components/schemas/FeedbackTokenResponse' }),
-        },
-        ...errorResponses(MINT_CODES),
-      },
-    },
-  };
-  components['securitySchemes']!['feedbackToken'] = {
-    type: 'http',
-    scheme: 'bearer',
-    bearerFormat: 'JWT',
-    description: 'A feedback token from POST /feedback-tokens: `Authorization: Bearer <token>`, on POST /feedback-response only.',
-  };
-  components['schemas']!['FeedbackTokenBody'] = jsonSchemaOf(FeedbackTokenBody);
-  components['schemas']!['FeedbackTokenResponse'] = jsonSchemaOf(FeedbackTokenResponse);
-  return doc;
 }

@@ -10,7 +10,7 @@ interface OrderFloorDoc {
   updated_at: Date;
 }
 
-export interface OrderFloor {
+interface OrderFloor {
   /**
    * Raises the clock above the persisted floor (plus one persist interval: orders minted after
    * the last persist), then keeps persisting. Bounded by `timeoutMs`: with MongoDB down the API
@@ -20,7 +20,7 @@ export interface OrderFloor {
   close(): Promise<void>;
 }
 
-export interface OrderFloorOptions {
+interface OrderFloorOptions {
   readonly db: Db;
   readonly clock: OrderClock;
   readonly logger: Logger;

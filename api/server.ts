@@ -94,47 +94,6 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
     retryAfterSeconds: config.retryAfterSeconds,
     compression: config.queueCompression,
   });
-  const app = createApp({
-    logger,
-    metrics,
-    keys,
-    ids,
-    enqueuer,
-    idempotency: createIdempotencyStore({ redis, prefix: `feedback-ingest:${config.queueName}`, ttlSeconds: config.idempotencyTtlSeconds, pendingTtlSeconds: config.idempotencyPendingTtlSeconds }),
-    backlog,
-    bodyLimitBytes: config.bodyLimitBytes,
-    batchRequestMaxItems: config.batchRequestMaxItems,
-    batchRequestMaxBytes: config.batchRequestMaxBytes,
-    retryAfterSeconds: config.retryAfterSeconds,
-    dashboardQueue: queue,
-    datasets: { gate: datasetGate, admin: datasetAdmin, registry: datasetStore, reload: () => datasetStore.refresh() },
-    deadLetters: createDeadLetterAdmin({ db: mongo.db, queue, compression: config.queueCompression }),
-    feedbackTokens: {
-      tokens: createFeedbackTokens({ secrets: config.idSigningSecrets, defaultTtlSeconds: config.feedbackTokenTtlSeconds, maxTtlSeconds: config.feedbackTokenMaxTtlSeconds }),
-      maxTtlSeconds: config.feedbackTokenMaxTtlSeconds,
-    },
-    corsOrigins: config.corsOrigins,
-    rateLimit: createRateLimiter({ redis, prefix: `feedback-ingest:${config.queueName}`, defaultPerMinute: config.rateLimitPerMinute, timeoutMs: config.enqueueTimeoutMs, logger, metrics }),
-  });
-
-  // Redis may be down at start: the API still starts (answering 503) and recovers by itself.
-  redis.once('ready', () => {
-    void checkEvictionPolicy(redis, logger);
-    void checkPersistence(redis, logger);
-  });
-  // Bounded: with MongoDB down the API starts with the API_KEYS keys and loads the others later.
-  await Promise.all([keyStore.start(config.mongodbTimeoutMs), orderFloor.start(config.mongodbTimeoutMs), datasetStore.start(config.mongodbTimeoutMs)]);
-
-  // Node enforces the two timeouts below only when it sweeps its connections, every
-  // connectionsCheckingInterval (30 s by default): a slowloris would get up to 30 s more.
-  const sweepMs = Math.max(250, Math.min(5_000, Math.floor(Math.min(config.httpHeadersTimeoutMs, config.httpRequestTimeoutMs) / 2)));
-  const server = createServer({ connectionsCheckingInterval: sweepMs }, app.callback());
-  // Slow clients (slowloris) are cut off: headers must arrive within the headers timeout, the
-  // whole request within the request timeout.
-  server.headersTimeout = config.httpHeadersTimeoutMs;
-  server.requestTimeout = config.httpRequestTimeoutMs;
-  server.keepAliveTimeout = config.httpKeepAliveTimeoutMs;
-  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket, logger));
   /** Everything but the server, in the order writes need: queued writes flushed before Redis closes. */
   const closeConnections = async () => {
     await enqueuer.drain();
@@ -148,38 +107,89 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
     await datasetStore.close();
     await mongo.close();
   };
-  try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(config.port, config.host, () => {
-        server.off('error', reject);
-        resolve();
-      });
+  /** Builds the app, loads what it needs and listens; the caller closes the connections if it throws. */
+  const bind = async (): Promise<ApiServer> => {
+    const app = createApp({
+      logger,
+      metrics,
+      keys,
+      ids,
+      enqueuer,
+      idempotency: createIdempotencyStore({ redis, prefix: `feedback-ingest:${config.queueName}`, ttlSeconds: config.idempotencyTtlSeconds, pendingTtlSeconds: config.idempotencyPendingTtlSeconds }),
+      backlog,
+      bodyLimitBytes: config.bodyLimitBytes,
+      batchRequestMaxItems: config.batchRequestMaxItems,
+      batchRequestMaxBytes: config.batchRequestMaxBytes,
+      retryAfterSeconds: config.retryAfterSeconds,
+      dashboardQueue: queue,
+      datasets: { gate: datasetGate, admin: datasetAdmin, registry: datasetStore, reload: () => datasetStore.refresh() },
+      deadLetters: createDeadLetterAdmin({ db: mongo.db, queue, compression: config.queueCompression }),
+      feedbackTokens: {
+        tokens: createFeedbackTokens({ secrets: config.idSigningSecrets, defaultTtlSeconds: config.feedbackTokenTtlSeconds, maxTtlSeconds: config.feedbackTokenMaxTtlSeconds }),
+        maxTtlSeconds: config.feedbackTokenMaxTtlSeconds,
+      },
+      corsOrigins: config.corsOrigins,
+      rateLimit: createRateLimiter({ redis, prefix: `feedback-ingest:${config.queueName}`, defaultPerMinute: config.rateLimitPerMinute, timeoutMs: config.enqueueTimeoutMs, logger, metrics }),
     });
+
+    // Redis may be down at start: the API still starts (answering 503) and recovers by itself.
+    redis.once('ready', () => {
+      void checkEvictionPolicy(redis, logger);
+      void checkPersistence(redis, logger);
+    });
+    // Bounded: with MongoDB down the API starts with the API_KEYS keys and loads the others later.
+    await Promise.all([keyStore.start(config.mongodbTimeoutMs), orderFloor.start(config.mongodbTimeoutMs), datasetStore.start(config.mongodbTimeoutMs)]);
+
+    // Node enforces the two timeouts below only when it sweeps its connections, every
+    // connectionsCheckingInterval (30 s by default): a slowloris would get up to 30 s more.
+    const sweepMs = Math.max(250, Math.min(5_000, Math.floor(Math.min(config.httpHeadersTimeoutMs, config.httpRequestTimeoutMs) / 2)));
+    const server = createServer({ connectionsCheckingInterval: sweepMs }, app.callback());
+    // Slow clients (slowloris) are cut off: headers must arrive within the headers timeout, the
+    // whole request within the request timeout.
+    server.headersTimeout = config.httpHeadersTimeoutMs;
+    server.requestTimeout = config.httpRequestTimeoutMs;
+    server.keepAliveTimeout = config.httpKeepAliveTimeoutMs;
+    server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket, logger));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(config.port, config.host, () => {
+          server.off('error', reject);
+          resolve();
+        });
+      });
+    } catch (err) {
+      throw new ListenError(config.host, config.port, err as NodeJS.ErrnoException);
+    }
+    // Only once bound: a process that says it listens does.
+    const port = (server.address() as AddressInfo).port;
+    logger.info({ host: config.host, port, queue: config.queueName, datasets: config.datasets, defined_datasets: datasetStore.size }, 'api listening');
+
+    let closing: Promise<void> | undefined;
+    return {
+      server,
+      port,
+      queue,
+      redis,
+      close() {
+        closing ??= (async () => {
+          const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+          server.closeIdleConnections();
+          await closed;
+          await closeConnections();
+        })();
+        return closing;
+      },
+    };
+  };
+  // A failure from here on (a bug building the app, a port in use) closes the connections above,
+  // so that no open handle keeps the process, or a test run, alive.
+  try {
+    return await bind();
   } catch (err) {
     await closeConnections();
-    throw new ListenError(config.host, config.port, err as NodeJS.ErrnoException);
+    throw err;
   }
-  // Only once bound: a process that says it listens does.
-  const port = (server.address() as AddressInfo).port;
-  logger.info({ host: config.host, port, queue: config.queueName, datasets: config.datasets, defined_datasets: datasetStore.size }, 'api listening');
-
-  let closing: Promise<void> | undefined;
-  return {
-    server,
-    port,
-    queue,
-    redis,
-    close() {
-      closing ??= (async () => {
-        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-        server.closeIdleConnections();
-        await closed;
-        await closeConnections();
-      })();
-      return closing;
-    },
-  };
 }
 
 const LISTEN_ERRORS: Readonly<Record<string, string>> = {

@@ -5,8 +5,6 @@ import type { AcceptedBody } from '../shared/answers.js';
 import { toDetails, type FeedbackRecordBody, type ResponseStatus, type Write } from '../shared/schemas.js';
 import { mayWriteDataset, type AuthenticatedKey } from './middleware/auth.js';
 
-export type { AcceptedBody } from '../shared/answers.js';
-
 /** A write ready to be queued, and what the caller is told once it is. */
 export interface BuiltWrite {
   readonly write: Write;

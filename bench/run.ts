@@ -1,5 +1,5 @@
 // `npm run bench`: this project against its own ceiling and the designs a user would otherwise
-// pick, on one machine, in one run. See bench/README.md for what is measured and how to read it.
+// pick, on one machine, in one run. README "Performance" says what is measured and how to read it.
 // The scenarios are in bench/scenarios/, what they share in bench/lib/runner.ts.
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -17,7 +17,7 @@ import { fmt, median, renderMarkdown, renderSvg, roundRatios, summarize } from '
 import { freePort, startFerretDbServer, startRedisServer, waitForPort } from './lib/services.js';
 import type { BenchResult, BurstResult, Round, SustainedResult } from './lib/types.js';
 import { checkFatal, connectStore, drainWithin, mixFor, progress, ROOT, SEED_RECORDS, serverOf, setFatal, sleep, STARTED, until, type Ctx } from './lib/runner.js';
-import { runCeilingOrDirect, runProject, runProjectB, runProjectLive, runTextbook } from './scenarios/accept.js';
+import { ACCEPT_SCENARIOS } from './scenarios/accept.js';
 import { runBurst } from './scenarios/burst.js';
 import { resetProject, seed } from './scenarios/seed.js';
 import { runSustained } from './scenarios/sustained.js';
@@ -216,25 +216,7 @@ async function main(): Promise<void> {
       for (const d of order) {
         checkFatal();
         await sleep(500);
-        switch (d) {
-          case 'raw_http':
-          case 'ceiling':
-          case 'direct':
-            await runCeilingOrDirect(ctx, d, round, r);
-            break;
-          case 'textbook':
-            await runTextbook(ctx, round, r);
-            break;
-          case 'project':
-            await runProject(ctx, round, r);
-            break;
-          case 'project_live':
-            await runProjectLive(ctx, round, r);
-            break;
-          case 'project_b':
-            await runProjectB(ctx, round, r);
-            break;
-        }
+        await ACCEPT_SCENARIOS[d](ctx, round, r);
       }
       r.ratios = roundRatios(r);
       const q = r.ratios;

@@ -38,12 +38,12 @@ export function psqlRunner(url: string, options: { psqlBin?: string } = {}): Sql
 }
 
 /** Fields besides `_id` that the project filters on by equality, per collection. */
-export const GIN_FIELDS: Readonly<Record<string, readonly string[]>> = {
+const GIN_FIELDS: Readonly<Record<string, readonly string[]>> = {
   [COLLECTIONS.records]: ['feedback_dataset_id'],
   [COLLECTIONS.responses]: ['feedback_record_id'],
 };
 
-export interface CollectionTable {
+interface CollectionTable {
   readonly collection: string;
   readonly table: string;
 }
@@ -55,7 +55,7 @@ export interface SetupReport {
   readonly indexes: readonly string[];
 }
 
-export interface FerretDbPgSetup {
+interface FerretDbPgSetup {
   /** Creates the project's collections that are missing, then indexes every collection's table. */
   setupDatabase(database: string): Promise<SetupReport>;
   /**

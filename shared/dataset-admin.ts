@@ -1,6 +1,6 @@
 import type { Collection, Db } from 'mongodb';
 import * as v from 'valibot';
-import { DatasetDefinitionInput, type DatasetDefinition } from './dataset-definition.js';
+import { DatasetDefinition, DatasetDefinitionInput } from './dataset-definition.js';
 import type { ErrorDetail } from './errors.js';
 import { COLLECTIONS } from './mongo.js';
 import { DatasetId, toDetails } from './schemas.js';
@@ -32,19 +32,23 @@ export const DatasetListQuery = v.strictObject({
       v.string(),
       v.regex(/^\d{1,4}$/, `must be a whole number from 1 to ${DATASET_LIST_MAX}`),
       v.transform(Number),
+      // What the string becomes, stated as a schema so that OpenAPI documents an integer.
+      v.number(),
+      v.integer(),
       v.minValue(1, `must be a whole number from 1 to ${DATASET_LIST_MAX}`),
       v.maxValue(DATASET_LIST_MAX, `must be a whole number from 1 to ${DATASET_LIST_MAX}`),
+      v.metadata({ default: DATASET_LIST_DEFAULT }),
     ),
   ),
-  cursor: v.exactOptional(DatasetId),
+  cursor: v.exactOptional(v.pipe(DatasetId, v.description('The `next_cursor` of the previous page.'))),
 });
 export type DatasetListQuery = v.InferOutput<typeof DatasetListQuery>;
 
-export interface DatasetPage {
-  readonly items: readonly DatasetDefinition[];
-  /** Pass as `cursor` for the next page; null on the last page. */
-  readonly next_cursor: string | null;
-}
+export const DatasetPage = v.object({
+  items: v.array(DatasetDefinition),
+  next_cursor: v.pipe(v.nullable(v.string()), v.description('Pass as `cursor` for the next page; null on the last page.')),
+});
+export type DatasetPage = v.InferOutput<typeof DatasetPage>;
 
 export interface DatasetAdmin {
   /**

@@ -85,17 +85,13 @@ export type DatasetField = DatasetDefinitionInput['fields'][number];
 export type DatasetQuestion = DatasetDefinitionInput['questions'][number];
 
 /** A stored definition: the input with its id and times. */
-export interface DatasetDefinition {
-  readonly id: string;
-  readonly title?: string;
-  readonly description?: string;
-  readonly fields: readonly DatasetField[];
-  readonly questions: readonly DatasetQuestion[];
-  /** ISO 8601. */
-  readonly created_at: string;
-  /** ISO 8601; a write accepted after this is checked against this version. */
-  readonly updated_at: string;
-}
+export const DatasetDefinition = v.object({
+  ...DatasetDefinitionInput.pipe[0].entries,
+  id: DatasetId,
+  created_at: v.pipe(v.string(), v.description('ISO 8601.')),
+  updated_at: v.pipe(v.string(), v.description('ISO 8601; a write accepted after this is checked against this version.')),
+});
+export type DatasetDefinition = v.InferOutput<typeof DatasetDefinition>;
 
 /** The options a ranking question orders: its own, or the dataset's field names. */
 export function rankingOptions(question: Extract<DatasetQuestion, { type: 'ranking' }>, fields: readonly DatasetField[]): readonly string[] {

@@ -1,15 +1,14 @@
 import type { Db, Filter } from 'mongodb';
 import * as v from 'valibot';
-import type { DeadLetter } from './dead-letters.js';
-import { DeadLetterReason } from './dead-letters.js';
+import { DeadLetter, DeadLetterReason } from './dead-letters.js';
 import { encodeJob, type JobCompression } from './job-payload.js';
 import { COLLECTIONS } from './mongo.js';
 import { WRITE_JOB_NAME, type WriteQueue } from './queue.js';
 import { Write } from './schemas.js';
 
 /** Most dead letters one list call returns; the default is {@link DEFAULT_LIST_LIMIT}. */
-export const MAX_LIST_LIMIT = 500;
-export const DEFAULT_LIST_LIMIT = 50;
+const MAX_LIST_LIMIT = 500;
+const DEFAULT_LIST_LIMIT = 50;
 
 const REASONS = Object.values(DeadLetterReason);
 
@@ -24,36 +23,54 @@ export const DeadLetterListQuery = v.strictObject({
       v.string(),
       v.regex(/^\d{1,4}$/, `must be a whole number from 1 to ${MAX_LIST_LIMIT}`),
       v.transform(Number),
+      // What the string becomes, stated as a schema so that OpenAPI documents an integer.
+      v.number(),
+      v.integer(),
       v.minValue(1, `must be a whole number from 1 to ${MAX_LIST_LIMIT}`),
       v.maxValue(MAX_LIST_LIMIT, `must be a whole number from 1 to ${MAX_LIST_LIMIT}`),
+      v.metadata({ default: DEFAULT_LIST_LIMIT }),
     ),
   ),
-  cursor: v.exactOptional(v.pipe(v.string(), v.check((s) => decodeCursor(s) !== undefined, 'is not a cursor this service returned'))),
+  cursor: v.exactOptional(
+    v.pipe(v.string(), v.check((s) => decodeCursor(s) !== undefined, 'is not a cursor this service returned'), v.description('The `next_cursor` of the previous page.')),
+  ),
 });
 export type DeadLetterListQuery = v.InferOutput<typeof DeadLetterListQuery>;
 
 /** One dead letter in a list: everything but the payload (which may be large). */
-export interface DeadLetterSummary extends Omit<DeadLetter, '_id' | 'payload_json' | 'failed_at'> {
-  readonly id: string;
-  /** ISO 8601. */
-  readonly failed_at: string;
-  readonly payload_bytes: number;
-}
+export const DeadLetterSummary = v.object({
+  id: v.string(),
+  ...v.omit(DeadLetter, ['_id', 'payload_json', 'failed_at']).entries,
+  failed_at: v.pipe(v.string(), v.description('ISO 8601 date-time.')),
+  payload_bytes: v.pipe(v.number(), v.integer(), v.minValue(0)),
+});
+export type DeadLetterSummary = v.InferOutput<typeof DeadLetterSummary>;
 
 /** One dead letter with its payload: the text as stored, and parsed when it is JSON. */
-interface DeadLetterDetail extends DeadLetterSummary {
-  readonly payload_json: string;
-  readonly payload: unknown;
-}
+export const DeadLetterDetail = v.object({
+  ...DeadLetterSummary.entries,
+  payload_json: v.string(),
+  payload: v.pipe(v.unknown(), v.description('`payload_json` parsed when it is JSON, else null.')),
+});
+export type DeadLetterDetail = v.InferOutput<typeof DeadLetterDetail>;
 
-interface DeadLetterPage {
-  readonly items: readonly DeadLetterSummary[];
-  /** Pass as `cursor` for the next (older) page; null on the last page. */
-  readonly next_cursor: string | null;
-}
+export const DeadLetterPage = v.object({
+  items: v.array(DeadLetterSummary),
+  next_cursor: v.pipe(v.nullable(v.string()), v.description('Pass as `cursor` for the next (older) page; null on the last page.')),
+});
+export type DeadLetterPage = v.InferOutput<typeof DeadLetterPage>;
+
+/** A dead letter queued again: its write's new job and its acceptance order, unchanged. */
+export const DeadLetterRequeued = v.object({
+  outcome: v.literal('requeued'),
+  id: v.string(),
+  job_id: v.string(),
+  seq: v.nullable(v.pipe(v.number(), v.integer())),
+});
+export type DeadLetterRequeued = v.InferOutput<typeof DeadLetterRequeued>;
 
 export type RetryOutcome =
-  | { readonly outcome: 'requeued'; readonly id: string; readonly job_id: string; readonly seq: number | null }
+  | DeadLetterRequeued
   | { readonly outcome: 'not_found'; readonly id: string }
   | { readonly outcome: 'not_retryable'; readonly id: string; readonly error: string };
 

@@ -1,4 +1,5 @@
 import type { Collection, Db } from 'mongodb';
+import * as v from 'valibot';
 import { COLLECTIONS } from './mongo.js';
 
 /** Why a write was dead-lettered. */
@@ -16,22 +17,23 @@ export const DeadLetterReason = {
 } as const;
 export type DeadLetterReason = (typeof DeadLetterReason)[keyof typeof DeadLetterReason];
 
-export interface DeadLetter {
-  /** `<queue>:<job id>:<write index>` or `<queue>:<job id>:job`: recording twice stores once. */
-  readonly _id: string;
-  readonly reason: DeadLetterReason;
-  readonly error: string;
-  readonly queue: string;
-  readonly job_id: string;
-  readonly write_index: number | null;
-  readonly request_id: string | null;
-  readonly record_id: string | null;
-  /** Acceptance order of the write, kept so that a retry cannot overwrite a later update. */
-  readonly seq: number | null;
+/** A dead letter as stored in `feedback_dead_letters`; the admin's answers are derived from it. */
+export const DeadLetter = v.object({
+  /** `<queue>:w:<seq>:<response id>`, or `<queue>:job:…` for whole jobs and writes of earlier releases: recording twice stores once. */
+  _id: v.string(),
+  reason: v.picklist(Object.values(DeadLetterReason)),
+  error: v.string(),
+  queue: v.string(),
+  job_id: v.string(),
+  write_index: v.nullable(v.pipe(v.number(), v.integer())),
+  request_id: v.nullable(v.string()),
+  record_id: v.nullable(v.string()),
+  seq: v.nullable(v.pipe(v.number(), v.integer(), v.description('Acceptance order of the write, kept by a retry so that it cannot overwrite a later update.'))),
   /** The write (or the whole job payload) as JSON text: the store may refuse it as a document. */
-  readonly payload_json: string;
-  readonly failed_at: Date;
-}
+  payload_json: v.string(),
+  failed_at: v.date(),
+});
+export type DeadLetter = v.InferOutput<typeof DeadLetter>;
 
 export interface DeadLetterStore {
   record(letter: Omit<DeadLetter, 'failed_at'>): Promise<void>;

@@ -1,3 +1,5 @@
+import * as v from 'valibot';
+
 /** Headers an error answer carries besides `X-Request-Id` (documented in OpenAPI). */
 export type ErrorHeader = 'WWW-Authenticate' | 'Allow' | 'Retry-After' | 'RateLimit-Limit' | 'RateLimit-Remaining' | 'RateLimit-Reset';
 
@@ -36,10 +38,8 @@ export const ErrorCode = {
 export type ErrorCode = keyof typeof ErrorCode;
 
 /** One problem of a refused request: where (`response.values`) and what. */
-export interface ErrorDetail {
-  readonly path: string;
-  readonly message: string;
-}
+export const ErrorDetail = v.object({ path: v.string(), message: v.string() });
+export type ErrorDetail = v.InferOutput<typeof ErrorDetail>;
 
 /** The one error type of the service: a code from {@link ErrorCode}, its HTTP status and details. */
 export class AppError extends Error {

@@ -5,7 +5,7 @@
  * batch instead of per item. The API uses it to put many writes in one queued job, the worker to
  * store the writes of many jobs in one round of store commands.
  */
-export interface GroupCommitOptions<T, R> {
+interface GroupCommitOptions<T, R> {
   /** Commits one batch; resolves with one result per item, in order, or rejects for all of them. */
   commit(batch: readonly T[]): Promise<readonly R[]>;
   /** Most items per batch. */
@@ -18,7 +18,7 @@ export interface GroupCommitOptions<T, R> {
   readonly maxInFlight: number;
 }
 
-export interface GroupCommit<T, R> {
+interface GroupCommit<T, R> {
   /**
    * Queues `item` for the next batch. With `deadline` (ms since the epoch), an item still waiting
    * for a batch then is taken out and rejected with `expired()`: it was never committed.

@@ -40,7 +40,7 @@ export interface OrderClock {
   raiseFloor(order: number): void;
 }
 
-export interface OrderClockOptions {
+interface OrderClockOptions {
   /** Wall clock, ms since the Unix epoch. Default `Date.now`. */
   readonly now?: () => number;
   /** 0–63; default random. Breaks ties between processes minting in the same ms. */

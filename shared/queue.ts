@@ -21,7 +21,7 @@ export function legacyAcceptanceSeq(jobId: string | undefined, index: number): n
 }
 
 /** Options every write job gets: bounded retention, exponential backoff. */
-export function writeJobOptions(config: Pick<Config, 'jobAttempts' | 'jobBackoffMs' | 'keepCompletedJobs' | 'keepFailedJobs'>): JobsOptions {
+function writeJobOptions(config: Pick<Config, 'jobAttempts' | 'jobBackoffMs' | 'keepCompletedJobs' | 'keepFailedJobs'>): JobsOptions {
   return {
     attempts: config.jobAttempts,
     backoff: { type: 'exponential', delay: config.jobBackoffMs },

@@ -49,7 +49,7 @@ type PathItem = v.IssuePathItem;
  * within {@link MAX_JSON_DEPTH}. `level` is the nesting level at which the object sits in the
  * request body (the body is level 1). Walks iteratively: a hostile body cannot overflow the stack.
  */
-export function jsonObject(level: number) {
+function jsonObject(level: number) {
   return v.pipe(
     v.custom<Record<string, unknown>>(isPlainObject, 'must be an object'),
     v.rawCheck<Record<string, unknown>>(({ dataset, addIssue }) => {
@@ -253,11 +253,15 @@ export function batchItemKind(item: unknown): 'record' | 'response_to_batch_reco
   return 'response';
 }
 
-/** Body of `POST /feedback-batch`: the items are checked one by one afterwards ({@link batchItemSchema}). */
-export function feedbackBatchBody(maxItems: number) {
+/**
+ * Body of `POST /feedback-batch`. The route leaves `item` unknown and checks the items one by one
+ * afterwards, so that a bad item does not refuse the others; the OpenAPI document passes what an
+ * item may be.
+ */
+export function feedbackBatchBody(maxItems: number, item: v.GenericSchema = v.unknown()) {
   return closedObject({
     items: v.pipe(
-      v.array(v.unknown(), 'must be a list'),
+      v.array(item, 'must be a list'),
       v.minLength(1, 'must hold at least one item'),
       v.maxLength(maxItems, `must hold at most ${maxItems} items (BATCH_REQUEST_MAX_ITEMS); split the batch`),
     ),

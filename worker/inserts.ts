@@ -2,7 +2,7 @@ import { MongoBulkWriteError, type Collection, type OptionalUnlessRequiredId } f
 import { isDuplicateKey, isTransientMongoError, TransientStoreError } from './errors.js';
 
 /** What became of one document: newly inserted, already there (same _id), or refused for good. */
-export type InsertOutcome = { readonly kind: 'inserted' } | { readonly kind: 'present' } | { readonly kind: 'rejected'; readonly error: string };
+type InsertOutcome = { readonly kind: 'inserted' } | { readonly kind: 'present' } | { readonly kind: 'rejected'; readonly error: string };
 
 const INSERTED: InsertOutcome = { kind: 'inserted' };
 const PRESENT: InsertOutcome = { kind: 'present' };

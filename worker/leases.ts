@@ -15,7 +15,7 @@ interface LeaseDoc {
   taken_at: Date;
 }
 
-export interface LeaseGrant {
+interface LeaseGrant {
   /** Response ids now held by this writer. */
   readonly held: readonly string[];
   /** Response ids another writer holds. */
@@ -26,7 +26,7 @@ export interface LeaseGrant {
   release(): Promise<void>;
 }
 
-export interface Leases {
+interface Leases {
   acquire(responseIds: readonly string[]): Promise<LeaseGrant>;
   /** Removes claims left by writers that died holding them (all long expired). */
   sweep(): Promise<void>;

@@ -11,7 +11,7 @@ import { RecordsPendingError, TransientStoreError, isTransientMongoError } from 
 import type { WorkerMetrics } from './metrics.js';
 import type { FeedbackWriter, WriteResult } from './writer.js';
 
-export interface ProcessorDeps {
+interface ProcessorDeps {
   readonly writer: FeedbackWriter;
   readonly deadLetters: DeadLetterStore;
   readonly logger: Logger;
@@ -35,7 +35,7 @@ export interface JobSummary {
   readonly dead_lettered: number;
 }
 
-export interface WriteProcessor {
+interface WriteProcessor {
   process(job: Job, token?: string): Promise<JobSummary>;
   /** For jobs that failed for good outside the processor (stalled too often): dead-letter their writes. */
   onFailed(job: Job | undefined, err: Error): Promise<void>;

@@ -3,7 +3,7 @@ import type { RecordDoc } from './documents.js';
 import { isTransientMongoError, TransientStoreError } from './errors.js';
 import type { StoreProfile } from './store-profile.js';
 
-export interface RecordLookup {
+interface RecordLookup {
   /** Notes a record as stored (records are never deleted, so the note stays true). */
   remember(recordId: string, datasetId: string): void;
   /** The dataset of each stored record among `recordIds`; records not stored are absent. */

@@ -52,7 +52,7 @@ async function prepareStore(mongo: MongoHandle, config: Config, logger: Logger):
   }
 }
 
-export interface WorkerOptions {
+interface WorkerOptions {
   /** A MongoDB connection of the caller's (the bench counts its commands); closing it stays with the caller. */
   readonly mongo?: MongoHandle;
   /** Node's default process metrics on the worker's registry. Default true. */

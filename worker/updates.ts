@@ -9,7 +9,7 @@ export type UpdateOutcome = { readonly kind: 'applied' } | { readonly kind: 'sta
 const APPLIED: UpdateOutcome = { kind: 'applied' };
 const STALE: UpdateOutcome = { kind: 'stale' };
 /** A duplicate key on the upsert: a later version is stored, or an older one was inserted meanwhile. */
-export type Attempt = UpdateOutcome | { readonly kind: 'conflict' };
+type Attempt = UpdateOutcome | { readonly kind: 'conflict' };
 
 function transientOr<T>(err: unknown, otherwise: T): T {
   if (isTransientMongoError(err)) throw new TransientStoreError(err);

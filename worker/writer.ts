@@ -43,7 +43,7 @@ export interface FeedbackWriter {
   close(): void;
 }
 
-export interface FeedbackWriterOptions {
+interface FeedbackWriterOptions {
   readonly db: Db;
   readonly logger: Logger;
   readonly profile: StoreProfile;

@@ -1,5 +1,5 @@
 import type { Context } from 'koa';
-import type { BatchBody, BatchItemResult } from '../../shared/answers.js';
+import { BATCH_ITEM_CODES, type BatchBody, type BatchItemCode, type BatchItemResult } from '../../shared/answers.js';
 import { AppError, isAppError } from '../../shared/errors.js';
 import { batchItemKind, BatchResponseToNewRecord, FeedbackRecordBody, feedbackBatchBody, FeedbackResponseBody } from '../../shared/schemas.js';
 import type { DatasetGate } from '../dataset-gate.js';
@@ -13,10 +13,13 @@ export const FEEDBACK_BATCH_PATH = '/feedback-batch';
 /** The status of a processed batch, whatever its items' outcomes: each item carries its own. */
 export const BATCH_STATUS = 207;
 
-export type { BatchBody, BatchItemResult } from '../../shared/answers.js';
+/** A refusal a single write could get before it is queued: reported at the item's place instead of failing the call. */
+function isItemRefusal(err: unknown): err is AppError & { readonly code: BatchItemCode } {
+  return isAppError(err) && (BATCH_ITEM_CODES as readonly string[]).includes(err.code);
+}
 
-function itemError(index: number, err: AppError): BatchItemResult {
-  const error = { code: err.code, message: err.message, ...(err.details === undefined ? {} : { details: err.details }) };
+function itemError(index: number, err: AppError & { readonly code: BatchItemCode }): BatchItemResult {
+  const error = { code: err.code, message: err.message, ...(err.details === undefined ? {} : { details: [...err.details] }) };
   return { index, status: err.status, error };
 }
 
@@ -82,7 +85,7 @@ export function postFeedbackBatch(deps: FeedbackRouteDeps & { readonly maxItems:
         try {
           built = await buildItem(wc, deps.datasets, item, index, seed, recordIds);
         } catch (err) {
-          if (!isAppError(err)) throw err;
+          if (!isItemRefusal(err)) throw err;
           results.push(itemError(index, err));
           continue;
         }

@@ -19,6 +19,15 @@ export interface DatasetRouteDeps {
   readonly reload: () => Promise<unknown>;
 }
 
+/** The answer of `GET /datasets/{id}/schema`. */
+export const DatasetSchemas = v.object({
+  dataset_id: v.string(),
+  updated_at: v.pipe(v.string(), v.description('The version of the definition described (ISO 8601).')),
+  record_body: v.pipe(v.record(v.string(), v.unknown()), v.description('JSON Schema 2020-12 of a `POST /feedback-record` body.')),
+  response_body: v.pipe(v.record(v.string(), v.unknown()), v.description('JSON Schema 2020-12 of a `POST /feedback-response` body.')),
+});
+type DatasetSchemas = v.InferOutput<typeof DatasetSchemas>;
+
 type WithId = Context & { params: Record<string, string> };
 
 function notFound(id: string): AppError {
@@ -78,6 +87,6 @@ export function getDatasetSchema(deps: DatasetRouteDeps) {
     if (!mayWriteDataset(key, id)) throw new AppError('forbidden', `this API key may not write to the dataset ${JSON.stringify(id)}`);
     const dataset = deps.registry.byId(id);
     if (dataset === undefined) throw notFound(id);
-    ctx.body = { dataset_id: id, updated_at: dataset.definition.updated_at, ...datasetJsonSchemas(dataset.definition) };
+    ctx.body = { dataset_id: id, updated_at: dataset.definition.updated_at, ...datasetJsonSchemas(dataset.definition) } satisfies DatasetSchemas;
   };
 }

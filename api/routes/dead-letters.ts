@@ -8,6 +8,10 @@ import { toDetails } from '../../shared/schemas.js';
 /** Where the dead-letter endpoints live; behind `authenticate` and `requireAdmin`. */
 export const DEAD_LETTERS_PATH = '/admin/dead-letters';
 
+/** The answer of a purge. */
+export const DeadLetterPurged = v.object({ id: v.string(), purged: v.literal(true) });
+type DeadLetterPurged = v.InferOutput<typeof DeadLetterPurged>;
+
 interface DeadLetterRouteDeps {
   readonly deadLetters: DeadLetterAdmin;
   readonly retryAfterSeconds: number;
@@ -65,6 +69,6 @@ export function deleteDeadLetter(deps: DeadLetterRouteDeps) {
     const id = ctx.params['id']!;
     if (!(await deps.deadLetters.purge(id))) throw notFound(id);
     (ctx.state['log'] as Logger | undefined)?.info({ dead_letter_id: id }, 'dead letter purged');
-    ctx.body = { id, purged: true };
+    ctx.body = { id, purged: true } satisfies DeadLetterPurged;
   };
 }

@@ -12,8 +12,6 @@ import type { FeedbackTokenScope } from '../feedback-tokens.js';
 import { feedbackTokenOf, type AuthenticatedKey } from '../middleware/auth.js';
 import { buildRecordWrite, buildResponseWrite, checkRecordScope, checkResponseTarget, parseBody, type BuiltWrite, type WriteContext } from '../writes.js';
 
-export type { AcceptedBody } from '../writes.js';
-
 export interface FeedbackRouteDeps {
   /** The root logger: tells whether debug lines are on without making the request's child logger. */
   readonly logger: Logger;

@@ -1,5 +1,5 @@
 import type { Context } from 'koa';
-import type { OpenApiDocument } from '../openapi.js';
+import type { OpenApiDocument } from '../openapi-build.js';
 
 /** Serves the document serialised once: it cannot change while the process runs. */
 export function getOpenApi(document: OpenApiDocument) {

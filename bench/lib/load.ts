@@ -1,7 +1,7 @@
 import autocannon from 'autocannon';
 
 /** Size of the record body the issue's measurements used. */
-export const RECORD_BODY_BYTES = 496;
+const RECORD_BODY_BYTES = 496;
 
 /** Words of a support chatbot's answers; each body draws its own sequence (see {@link answerText}). */
 const WORDS = (
@@ -49,14 +49,14 @@ export function recordBody(datasetId: string, variant: number): string {
 }
 
 /** A `/feedback-response` body: an annotator's update of an existing record. */
-export function responseBody(recordId: string, annotator: number, n: number): string {
+function responseBody(recordId: string, annotator: number, n: number): string {
   return JSON.stringify({
     feedback_record_id: recordId,
     response: { status: n % 3 === 0 ? 'draft' : 'submitted', values: { helpful: n % 5, comment: 'clear and correct' }, user_id: `annotator-${annotator}` },
   });
 }
 
-export interface MixOptions {
+interface MixOptions {
   readonly datasetId: string;
   readonly apiKey: string;
   /** Record ids that exist (stored or queued) for the `/feedback-response` share. */
@@ -84,7 +84,7 @@ export interface Mix {
  * updates spread over many (record, annotator) pairs.
  */
 /** Cycles of 10 requests in the fixed list handed to wrk (3,000 distinct bodies). */
-export const WRK_CYCLES = 300;
+const WRK_CYCLES = 300;
 
 export function buildMix(options: MixOptions): Mix {
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${options.apiKey}` };

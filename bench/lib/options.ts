@@ -30,7 +30,7 @@ export interface Options {
   ab: Record<string, string>;
 }
 
-export const HELP = `usage: npm run bench -- [options]
+const HELP = `usage: npm run bench -- [options]
 
   --quick                 smoke run: 1 round of 3 s, 1 s warm-up, bursts of 5,000 and 2,500,
                           10 s of sustained load
@@ -65,6 +65,37 @@ export const HELP = `usage: npm run bench -- [options]
   --max-minutes M         stop everything after M minutes whatever happens (default 20)
 `;
 
+type NumberKey = { [K in keyof Options]: Options[K] extends number ? K : never }[keyof Options];
+
+/** The numeric options: the field each sets and its range; `whole` rounds it. */
+const NUMBER_FLAGS: Readonly<Record<string, { key: NumberKey; min: number; max: number; whole?: true }>> = {
+  '--rounds': { key: 'rounds', min: 1, max: 50, whole: true },
+  '--duration': { key: 'durationS', min: 1, max: 600 },
+  '--connections': { key: 'connections', min: 1, max: 5000, whole: true },
+  '--response-share': { key: 'responseShare', min: 0, max: 1 },
+  '--warmup': { key: 'warmupS', min: 0, max: 120 },
+  '--raw': { key: 'rawS', min: 0.5, max: 120 },
+  '--burst': { key: 'burst', min: 0, max: 10_000_000, whole: true },
+  '--burst-connections': { key: 'burstConnections', min: 1, max: 5000, whole: true },
+  '--burst-scale': { key: 'burstScale', min: 0, max: 20 },
+  '--drain': { key: 'drainS', min: 1, max: 3600 },
+  '--burst-drain': { key: 'burstDrainS', min: 1, max: 3600 },
+  '--sustained': { key: 'sustainedS', min: 0, max: 3600 },
+  '--max-minutes': { key: 'maxMinutes', min: 1, max: 600 },
+};
+
+function numberOf(flag: string, value: string | undefined, range: { min: number; max: number }): number {
+  const n = Number(value);
+  if (value === undefined || !Number.isFinite(n) || n < range.min || n > range.max) throw new Error(`${flag} needs a number from ${range.min} to ${range.max}`);
+  return n;
+}
+
+function keyValue(flag: string, text = ''): Record<string, string> {
+  const eq = text.indexOf('=');
+  if (eq <= 0) throw new Error(`${flag} needs KEY=VALUE`);
+  return { [text.slice(0, eq)]: text.slice(eq + 1) };
+}
+
 export function parseArgs(argv: readonly string[]): Options {
   const quick = argv.includes('--quick');
   const o: Options = {
@@ -92,52 +123,17 @@ export function parseArgs(argv: readonly string[]): Options {
     loadgen: 'wrk',
     ab: {},
   };
-  const num = (flag: string, v: string | undefined, min: number, max: number): number => {
-    const n = Number(v);
-    if (v === undefined || !Number.isFinite(n) || n < min || n > max) throw new Error(`${flag} needs a number from ${min} to ${max}`);
-    return n;
-  };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const next = () => argv[++i];
+    const numeric = NUMBER_FLAGS[a];
+    if (numeric !== undefined) {
+      const n = numberOf(a, next(), numeric);
+      o[numeric.key] = numeric.whole ? Math.round(n) : n;
+      continue;
+    }
     switch (a) {
       case '--quick':
-        break;
-      case '--rounds':
-        o.rounds = Math.round(num(a, next(), 1, 50));
-        break;
-      case '--duration':
-        o.durationS = num(a, next(), 1, 600);
-        break;
-      case '--connections':
-        o.connections = Math.round(num(a, next(), 1, 5000));
-        break;
-      case '--response-share':
-        o.responseShare = num(a, next(), 0, 1);
-        break;
-      case '--warmup':
-        o.warmupS = num(a, next(), 0, 120);
-        break;
-      case '--raw':
-        o.rawS = num(a, next(), 0.5, 120);
-        break;
-      case '--burst':
-        o.burst = Math.round(num(a, next(), 0, 10_000_000));
-        break;
-      case '--burst-connections':
-        o.burstConnections = Math.round(num(a, next(), 1, 5000));
-        break;
-      case '--burst-scale':
-        o.burstScale = num(a, next(), 0, 20);
-        break;
-      case '--drain':
-        o.drainS = num(a, next(), 1, 3600);
-        break;
-      case '--burst-drain':
-        o.burstDrainS = num(a, next(), 1, 3600);
-        break;
-      case '--sustained':
-        o.sustainedS = num(a, next(), 0, 3600);
         break;
       case '--designs': {
         const list = (next() ?? '').split(',').map((s) => s.trim());
@@ -146,13 +142,9 @@ export function parseArgs(argv: readonly string[]): Options {
         o.designs = DESIGNS.filter((d) => list.includes(d));
         break;
       }
-      case '--env': {
-        const kv = next() ?? '';
-        const eq = kv.indexOf('=');
-        if (eq <= 0) throw new Error('--env needs KEY=VALUE');
-        o.env[kv.slice(0, eq)] = kv.slice(eq + 1);
+      case '--env':
+        Object.assign(o.env, keyValue(a, next()));
         break;
-      }
       case '--loadgen': {
         const g = next();
         if (g !== 'wrk' && g !== 'autocannon') throw new Error('--loadgen must be wrk or autocannon');
@@ -160,10 +152,7 @@ export function parseArgs(argv: readonly string[]): Options {
         break;
       }
       case '--ab': {
-        const kv = next() ?? '';
-        const eq = kv.indexOf('=');
-        if (eq <= 0) throw new Error('--ab needs KEY=VALUE');
-        o.ab[kv.slice(0, eq)] = kv.slice(eq + 1);
+        Object.assign(o.ab, keyValue(a, next()));
         if (!o.designs.includes('project_b')) o.designs = DESIGNS.filter((d) => d === 'project_b' || o.designs.includes(d));
         break;
       }
@@ -178,9 +167,6 @@ export function parseArgs(argv: readonly string[]): Options {
         break;
       case '--out':
         o.outDir = next() ?? o.outDir;
-        break;
-      case '--max-minutes':
-        o.maxMinutes = num(a, next(), 1, 600);
         break;
       case '-h':
       case '--help':

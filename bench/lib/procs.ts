@@ -27,7 +27,7 @@ function waitExit(child: ChildProcess): Promise<void> {
   return new Promise((res) => child.once('exit', () => res()));
 }
 
-export interface SpawnOptions {
+interface SpawnOptions {
   readonly env: Record<string, string>;
   readonly cwd: string;
   /** Where stdout goes: a file path, or /dev/null (default). */

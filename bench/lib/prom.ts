@@ -7,7 +7,7 @@ export async function scrape(url: string, timeoutMs = 5_000): Promise<Scrape> {
   return parseProm(await res.text());
 }
 
-export function parseProm(text: string): Map<string, number> {
+function parseProm(text: string): Map<string, number> {
   const out = new Map<string, number>();
   for (const line of text.split('\n')) {
     if (line === '' || line.startsWith('#')) continue;
@@ -44,7 +44,7 @@ export function sumOf(s: Scrape, name: string, where: Record<string, string> = {
 }
 
 /** Cumulative buckets of histogram `name` (labels other than `le` summed), sorted by bound. */
-export function bucketsOf(s: Scrape, name: string): { le: number; count: number }[] {
+function bucketsOf(s: Scrape, name: string): { le: number; count: number }[] {
   const byLe = new Map<number, number>();
   for (const [series, value] of s) {
     if (nameOf(series) !== `${name}_bucket`) continue;

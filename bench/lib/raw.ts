@@ -4,7 +4,7 @@ import { COLLECTIONS } from '../../shared/mongo.js';
 import type { RecordWrite } from '../../shared/schemas.js';
 import { firstResponseDoc, recordDoc, type RecordDoc, type ResponseDoc } from '../../worker/documents.js';
 
-export interface RawRate {
+interface RawRate {
   /** Writes (a record with its first response, or a response) stored per second. */
   readonly rate: number;
   readonly writes: number;

@@ -36,45 +36,38 @@ function div(a: number | undefined, b: number | undefined): number | undefined {
   return a / b;
 }
 
-/** The per-round ratios the issue's targets are about, plus a few for context. */
-export function roundRatios(r: Round): Record<string, number | undefined> {
-  const run = r.runs;
-  return {
-    accept_vs_raw: div(run.project?.rps, run.raw_http?.rps),
-    ab_vs_project: div(run.project_b?.rps, run.project?.rps),
-    ab_cpu_vs_project: div(run.project_b?.cpuUsPerRequest['server'], run.project?.cpuUsPerRequest['server']),
-    accept_vs_ceiling: div(run.project?.rps, run.ceiling?.rps),
-    accept_vs_textbook: div(run.project?.rps, run.textbook?.rps),
-    p99_vs_textbook: div(run.project?.latencyMs.p99, run.textbook?.latencyMs.p99),
-    store_vs_accept: div(r.drain?.rate, run.project?.rps),
-    store_vs_raw: div(r.drain?.rate, r.raw?.rate),
-    redis_vs_payload: div(r.projectRedis?.bytesPerWrite, r.projectRedis?.payloadBytes),
-    live_accept_vs_ceiling: div(run.project_live?.rps, run.ceiling?.rps),
-    live_store_vs_accept: div(r.live?.storeRateDuringLoad, run.project_live?.rps),
-    textbook_vs_ceiling: div(run.textbook?.rps, run.ceiling?.rps),
-    direct_vs_ceiling: div(run.direct?.rps, run.ceiling?.rps),
-    textbook_redis_vs_payload: div(r.textbookRedis?.bytesPerWrite, r.textbookRedis?.payloadBytes),
-  };
+type RatioTarget = { op: '>=' | '<='; bound: number };
+
+/** One ratio of a round: a numerator and a denominator read from it. */
+function ratio(key: string, label: string, numerator: (r: Round) => number | undefined, denominator: (r: Round) => number | undefined, target?: RatioTarget) {
+  return { key, label, of: (r: Round) => div(numerator(r), denominator(r)), ...(target === undefined ? {} : { target }) };
 }
 
-const RATIO_DEFS: readonly { key: string; label: string; target?: { op: '>=' | '<='; bound: number } }[] = [
-  { key: 'accept_vs_textbook', label: 'accept rate (d) / textbook peer (b)', target: { op: '>=', bound: 1.3 } },
-  { key: 'accept_vs_raw', label: 'accept rate (d) / raw node:http (r)', target: { op: '>=', bound: 0.4 } },
-  { key: 'p99_vs_textbook', label: 'p99 (d) / p99 textbook peer (b)', target: { op: '<=', bound: 1 } },
-  { key: 'accept_vs_ceiling', label: 'accept rate (d) / this app without enqueueing (a)' },
-  { key: 'ab_vs_project', label: "accept rate (d') with the --ab settings / (d)" },
-  { key: 'ab_cpu_vs_project', label: "server CPU µs per request (d') / (d)" },
-  { key: 'store_vs_accept', label: 'worker store rate / accept rate (d)', target: { op: '>=', bound: 1 } },
-  { key: 'store_vs_raw', label: 'worker store rate / raw insertMany rate', target: { op: '>=', bound: 0.8 } },
-  { key: 'redis_vs_payload', label: 'Redis bytes per queued write / JSON body', target: { op: '<=', bound: 1.3 } },
-  { key: 'live_accept_vs_ceiling', label: 'accept rate with worker draining on the same cores / ceiling (a)' },
-  { key: 'live_store_vs_accept', label: 'worker store rate during that load / its accept rate' },
-  { key: 'textbook_vs_ceiling', label: 'textbook (b) / ceiling (a)' },
-  { key: 'direct_vs_ceiling', label: 'direct (c) / ceiling (a)' },
-  { key: 'textbook_redis_vs_payload', label: 'textbook (b): Redis bytes per queued write / JSON body' },
+const rps = (design: Design) => (r: Round) => r.runs[design]?.rps;
+
+/** The per-round ratios the issue's targets are about, plus a few for context. */
+const RATIO_DEFS: readonly { key: string; label: string; of: (r: Round) => number | undefined; target?: RatioTarget }[] = [
+  ratio('accept_vs_textbook', 'accept rate (d) / textbook peer (b)', rps('project'), rps('textbook'), { op: '>=', bound: 1.3 }),
+  ratio('accept_vs_raw', 'accept rate (d) / raw node:http (r)', rps('project'), rps('raw_http'), { op: '>=', bound: 0.4 }),
+  ratio('p99_vs_textbook', 'p99 (d) / p99 textbook peer (b)', (r) => r.runs.project?.latencyMs.p99, (r) => r.runs.textbook?.latencyMs.p99, { op: '<=', bound: 1 }),
+  ratio('accept_vs_ceiling', 'accept rate (d) / this app without enqueueing (a)', rps('project'), rps('ceiling')),
+  ratio('ab_vs_project', "accept rate (d') with the --ab settings / (d)", rps('project_b'), rps('project')),
+  ratio('ab_cpu_vs_project', "server CPU µs per request (d') / (d)", (r) => r.runs.project_b?.cpuUsPerRequest['server'], (r) => r.runs.project?.cpuUsPerRequest['server']),
+  ratio('store_vs_accept', 'worker store rate / accept rate (d)', (r) => r.drain?.rate, rps('project'), { op: '>=', bound: 1 }),
+  ratio('store_vs_raw', 'worker store rate / raw insertMany rate', (r) => r.drain?.rate, (r) => r.raw?.rate, { op: '>=', bound: 0.8 }),
+  ratio('redis_vs_payload', 'Redis bytes per queued write / JSON body', (r) => r.projectRedis?.bytesPerWrite, (r) => r.projectRedis?.payloadBytes, { op: '<=', bound: 1.3 }),
+  ratio('live_accept_vs_ceiling', 'accept rate with worker draining on the same cores / ceiling (a)', rps('project_live'), rps('ceiling')),
+  ratio('live_store_vs_accept', 'worker store rate during that load / its accept rate', (r) => r.live?.storeRateDuringLoad, rps('project_live')),
+  ratio('textbook_vs_ceiling', 'textbook (b) / ceiling (a)', rps('textbook'), rps('ceiling')),
+  ratio('direct_vs_ceiling', 'direct (c) / ceiling (a)', rps('direct'), rps('ceiling')),
+  ratio('textbook_redis_vs_payload', 'textbook (b): Redis bytes per queued write / JSON body', (r) => r.textbookRedis?.bytesPerWrite, (r) => r.textbookRedis?.payloadBytes),
 ];
 
-function meetsTarget(value: number | undefined, t: { op: '>=' | '<='; bound: number } | undefined): boolean | undefined {
+export function roundRatios(r: Round): Record<string, number | undefined> {
+  return Object.fromEntries(RATIO_DEFS.map((def) => [def.key, def.of(r)]));
+}
+
+function meetsTarget(value: number | undefined, t: RatioTarget | undefined): boolean | undefined {
   if (t === undefined || value === undefined) return undefined;
   return t.op === '>=' ? value >= t.bound : value <= t.bound;
 }
@@ -138,7 +131,7 @@ export function summarize(rounds: readonly Round[], bursts: readonly BurstResult
 }
 
 /** The rule of the sustained scenario, in words. */
-export const sustainedRule = (s: SustainedResult) =>
+const sustainedRule = (s: SustainedResult) =>
   `max backlog over the last third of the samples ≤ ${s.boundFactor} × max over the first third + ${s.boundSlackJobs} jobs, and ≥ ${Math.round(s.minAcceptShare * 100)}% of the target rate accepted`;
 
 function sustainedTarget(s: SustainedResult): Target {

@@ -24,7 +24,7 @@ export const STARTED = new Date();
 const T0 = STARTED.getTime();
 
 
-export const elapsed = () => {
+const elapsed = () => {
   const s = Math.floor((Date.now() - T0) / 1000);
   return `${String(Math.floor(s / 60)).padStart(2, '0')}:${String(s % 60).padStart(2, '0')}`;
 };
@@ -79,7 +79,7 @@ export interface Ctx {
 }
 
 /** The server processes a design runs on. */
-export type Server = 'web' | 'web_b' | 'raw_http' | 'ceiling' | 'textbook' | 'direct';
+type Server = 'web' | 'web_b' | 'raw_http' | 'ceiling' | 'textbook' | 'direct';
 
 /** Peers outside the project's code: no /metrics, so their 200s are wrk's and their ELU comes from `GET /elu`. */
 const PEERS: ReadonlySet<Server> = new Set(['raw_http', 'textbook']);
@@ -120,7 +120,7 @@ export const workerScrape = (ctx: Ctx) => scrape(`http://127.0.0.1:${ctx.ports.w
 export const processed = (s: Scrape) => sumOf(s, 'feedback_worker_batch_size_sum');
 export const jobsDone = (s: Scrape) => sumOf(s, 'feedback_worker_batch_size_count');
 
-export interface CpuSnap {
+interface CpuSnap {
   readonly per: Record<string, number>;
   readonly machine: { busy: number; total: number };
 }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { MongoClient } from 'mongodb';
 import { createFerretDbPgSetup, psqlRunner } from '../../scripts/ferretdb-pg-setup.js';
 import { mongoClientOptions } from '../../shared/mongo.js';
-import { ferretdbBinary, freePort, startPostgresCluster, waitForPort, type PostgresCluster } from '../../test/helpers/services.js';
+import { ferretdbBinary, freePort, startFerretDb, startPostgresCluster, waitForPort, type PostgresCluster } from '../../test/helpers/services.js';
 import { registerTempDir, spawnProc, type Proc } from './procs.js';
 
 export { freePort, waitForPort };
@@ -41,9 +41,9 @@ export async function startRedisServer(cwd: string): Promise<Service> {
  * The store under the bench's FerretDB: `postgresql` (default: a private cluster per server, with
  * the GIN indexes of scripts/ferretdb-pg-setup.ts) or `sqlite`, from BENCH_STORE.
  */
-export type BenchStore = 'postgresql' | 'sqlite';
+type BenchStore = 'postgresql' | 'sqlite';
 
-export function benchStore(env: Readonly<Record<string, string | undefined>> = process.env): BenchStore {
+function benchStore(env: Readonly<Record<string, string | undefined>> = process.env): BenchStore {
   const store = env['BENCH_STORE'] ?? 'postgresql';
   if (store !== 'postgresql' && store !== 'sqlite') throw new Error(`BENCH_STORE must be postgresql or sqlite, not "${store}"`);
   return store;
@@ -53,7 +53,7 @@ export function benchStore(env: Readonly<Record<string, string | undefined>> = p
  * The databases bench/run.ts uses (project, raw insertMany, direct baseline): set up before any
  * process connects, so the GIN indexes exist before the first write.
  */
-export const BENCH_DATABASES = ['bench_project', 'bench_raw', 'bench_direct'] as const;
+const BENCH_DATABASES = ['bench_project', 'bench_raw', 'bench_direct'] as const;
 
 const ferretCommonArgs = (port: number) => [`--listen-addr=127.0.0.1:${port}`, '--debug-addr=-', '--state-dir=-', '--telemetry=disable', '--log-level=error'];
 
@@ -95,4 +95,28 @@ export async function destroyService(service: Service): Promise<void> {
   await service.proc.kill();
   await service.postgres?.destroy();
   if (service.dir !== '') rmSync(service.dir, { recursive: true, force: true });
+}
+
+/** A store started by the test helpers, for the benchmarks that run without the service's processes. */
+interface TestStore {
+  readonly backend: string;
+  readonly url: string;
+  /** The stand-in's setup step for a database (collections and GIN indexes), before it is written. */
+  prepare(database: string): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** FerretDB on PostgreSQL with the GIN setup (what npm start runs), or on SQLite with BENCH_STORE=sqlite. */
+export async function startTestStore(store: BenchStore = benchStore()): Promise<TestStore> {
+  if (store === 'sqlite') {
+    const server = await startFerretDb();
+    return { backend: 'FerretDB v1.24.2 on SQLite (private server, test/helpers/services.ts startFerretDb)', url: server.url, prepare: async () => undefined, stop: () => server.destroy() };
+  }
+  const server = await startFerretDb({ backend: 'postgresql' });
+  return {
+    backend: 'FerretDB v1.24.2 on PostgreSQL 15 with GIN indexes on the filtered fields (private cluster, scripts/ferretdb-pg-setup.ts)',
+    url: server.url,
+    prepare: async (database) => void (await server.setupDatabase(database)),
+    stop: () => server.destroy(),
+  };
 }

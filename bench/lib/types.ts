@@ -63,7 +63,7 @@ export interface RedisMemory {
   readonly usedAfterDrainBytes?: number;
 }
 
-export interface DrainSummary {
+interface DrainSummary {
   /** False when the worker had not finished within the drain budget (the rest was thrown away). */
   readonly drained: boolean;
   readonly expected: number;
@@ -76,7 +76,7 @@ export interface DrainSummary {
   readonly cpuUsPerWrite: CpuPerRequest;
 }
 
-export interface LiveSummary {
+interface LiveSummary {
   /** False when the backlog was not stored within the drain budget (lag then covers stored writes only). */
   readonly drained: boolean;
   /** Writes the worker stored per second while the load ran. */

@@ -15,7 +15,7 @@ export interface WrkRequest {
   readonly body: string;
 }
 
-export interface WrkSpec {
+interface WrkSpec {
   readonly url: string;
   readonly connections: number;
   readonly headers: Readonly<Record<string, string>>;

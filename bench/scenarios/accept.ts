@@ -4,7 +4,7 @@
 import { bucketQuantile, bucketsDiff, type Scrape } from '../lib/prom.js';
 import { fmt } from '../lib/report.js';
 import type { Mix } from '../lib/load.js';
-import type { Round } from '../lib/types.js';
+import type { Design, Round } from '../lib/types.js';
 import {
   backlogJobs, drainWithin, jobJsonBytesPerWrite, measure, now, processed, progress, redisMemory, sleep, usedMemory, waitProjectIdle, workerScrape, type Ctx,
 } from '../lib/runner.js';
@@ -12,11 +12,11 @@ import { drainPaused, rawInsertMany } from './drain.js';
 import { storeProbe } from './store-probe.js';
 import { resetProject } from './seed.js';
 
-export async function runCeilingOrDirect(ctx: Ctx, design: 'raw_http' | 'ceiling' | 'direct', round: number, r: Round): Promise<void> {
+async function runCeilingOrDirect(ctx: Ctx, design: 'raw_http' | 'ceiling' | 'direct', round: number, r: Round): Promise<void> {
   r.runs[design] = (await measure(ctx, design, round, ctx.opts.durationS)).summary;
 }
 
-export async function runTextbook(ctx: Ctx, round: number, r: Round): Promise<void> {
+async function runTextbook(ctx: Ctx, round: number, r: Round): Promise<void> {
   await ctx.textbookQueue.obliterate({ force: true });
   await sleep(300);
   const mem0 = await usedMemory(ctx.redisClient);
@@ -32,7 +32,7 @@ export async function runTextbook(ctx: Ctx, round: number, r: Round): Promise<vo
 }
 
 /** (d) with the worker paused: the API alone; then Redis bytes per queued write; then the worker alone drains it; then raw insertMany. */
-export async function runProject(ctx: Ctx, round: number, r: Round): Promise<void> {
+async function runProject(ctx: Ctx, round: number, r: Round): Promise<void> {
   await waitProjectIdle(ctx);
   await ctx.projectQueue.pause();
   let mix: Mix | undefined;
@@ -62,13 +62,13 @@ export async function runProject(ctx: Ctx, round: number, r: Round): Promise<voi
 }
 
 /** (d') a second API process of the project with the --ab settings; its queue has no worker and is emptied after the run. */
-export async function runProjectB(ctx: Ctx, round: number, r: Round): Promise<void> {
+async function runProjectB(ctx: Ctx, round: number, r: Round): Promise<void> {
   r.runs.project_b = (await measure(ctx, 'project_b', round, ctx.opts.durationS)).summary;
   await ctx.projectQueueB.obliterate({ force: true });
 }
 
 /** (d) with the worker draining during the load: accept rate on shared cores, end-to-end lag, whether the worker keeps up. */
-export async function runProjectLive(ctx: Ctx, round: number, r: Round): Promise<void> {
+async function runProjectLive(ctx: Ctx, round: number, r: Round): Promise<void> {
   await waitProjectIdle(ctx);
   const w0 = await workerScrape(ctx);
   let peakJobs = 0;
@@ -111,3 +111,14 @@ export async function runProjectLive(ctx: Ctx, round: number, r: Round): Promise
   if (!drained) await resetProject(ctx);
 }
 
+
+/** The accept round of each design. */
+export const ACCEPT_SCENARIOS: Readonly<Record<Design, (ctx: Ctx, round: number, r: Round) => Promise<void>>> = {
+  raw_http: (ctx, round, r) => runCeilingOrDirect(ctx, 'raw_http', round, r),
+  ceiling: (ctx, round, r) => runCeilingOrDirect(ctx, 'ceiling', round, r),
+  direct: (ctx, round, r) => runCeilingOrDirect(ctx, 'direct', round, r),
+  textbook: runTextbook,
+  project: runProject,
+  project_b: runProjectB,
+  project_live: runProjectLive,
+};

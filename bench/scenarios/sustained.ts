@@ -10,15 +10,15 @@ import { backlogJobs, checkFatal, drainWithin, mixFor, now, processed, progress,
 import { resetProject } from './seed.js';
 
 /** Share of the max accept rate offered. */
-export const SUSTAINED_SHARE = 0.5;
+const SUSTAINED_SHARE = 0.5;
 /** Bounded: max backlog over the last third of the samples ≤ BOUND_FACTOR × max over the first third + BOUND_SLACK_JOBS. */
-export const BOUND_FACTOR = 1.5;
-export const BOUND_SLACK_JOBS = 20;
+const BOUND_FACTOR = 1.5;
+const BOUND_SLACK_JOBS = 20;
 /** Met also needs this share of the target rate accepted (503 `overloaded` would bound the backlog too). */
-export const MIN_ACCEPT_SHARE = 0.9;
+const MIN_ACCEPT_SHARE = 0.9;
 
 /** The bounded rule on one series of per-second samples. */
-export function boundedness(samples: readonly number[]): { firstThirdMax: number; lastThirdMax: number; bounded: boolean } {
+function boundedness(samples: readonly number[]): { firstThirdMax: number; lastThirdMax: number; bounded: boolean } {
   const third = Math.max(1, Math.floor(samples.length / 3));
   const firstThirdMax = Math.max(0, ...samples.slice(0, third));
   const lastThirdMax = Math.max(0, ...samples.slice(samples.length - third));

@@ -17,7 +17,7 @@ import { NoAnswer, errorShape, send, type HttpAnswer } from './http.js';
  */
 type Outcome = 'pending' | 'acked' | 'refused' | 'unsent' | 'unknown';
 
-export type ResponseStatus = 'draft' | 'submitted' | 'discarded';
+type ResponseStatus = 'draft' | 'submitted' | 'discarded';
 
 /** A (record, annotator) pair: one response document, updated in the order the API accepted. */
 interface Pair {
@@ -73,7 +73,7 @@ interface LoadOptions {
   readonly timeoutMs?: number;
 }
 
-export interface LoadRun {
+interface LoadRun {
   /** Resolves when every request of the run has its outcome. */
   readonly done: Promise<void>;
   /** Starts no new request; those in flight finish. */

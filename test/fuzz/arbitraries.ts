@@ -34,9 +34,9 @@ const tree = fc.letrec((tie) => ({
   object: fc.dictionary(goodKey, tie('value'), { maxKeys: 5, noNullPrototype: true }),
 }));
 
-export const jsonObject = tree.object as fc.Arbitrary<Record<string, unknown>>;
-export const nonEmptyObject = fc.tuple(goodKey, tree.value, jsonObject).map(([k, v, o]) => ({ ...o, [k]: v }) as Record<string, unknown>);
-export const status = fc.constantFrom(...STATUSES);
+const jsonObject = tree.object as fc.Arbitrary<Record<string, unknown>>;
+const nonEmptyObject = fc.tuple(goodKey, tree.value, jsonObject).map(([k, v, o]) => ({ ...o, [k]: v }) as Record<string, unknown>);
+const status = fc.constantFrom(...STATUSES);
 
 export const validRecordBody = fc
   .record(
@@ -125,6 +125,17 @@ function parentOf(body: Record<string, any>, path: string): [Record<string, any>
   return [typeof o === 'object' && o !== null && !Array.isArray(o) ? o : undefined, last];
 }
 
+/** The object at `path`, made an empty object when something else is there; undefined when its parent is missing. */
+function objectAt(body: Record<string, any>, path: string): Record<string, any> | undefined {
+  const [existing] = parentOf(body, `${path}.x`);
+  if (existing !== undefined) return existing;
+  const [parent, key] = parentOf(body, path);
+  if (parent === undefined) return undefined;
+  const made: Record<string, any> = {};
+  parent[key] = made;
+  return made;
+}
+
 function nest(levels: number): unknown {
   let v: unknown = 'bottom';
   for (let i = 0; i < levels; i++) v = i % 3 === 2 ? [v] : { n: v };
@@ -153,13 +164,8 @@ export function applyMutation(body: Record<string, any>, m: Mutation): Record<st
       break;
     }
     case 'badKey': {
-      let [target] = parentOf(b, `${m.path}.x`);
-      if (target === undefined) {
-        const [parent, key] = parentOf(b, m.path);
-        if (parent === undefined) break;
-        target = {};
-        parent[key] = target;
-      }
+      let target = objectAt(b, m.path);
+      if (target === undefined) break;
       for (let i = 0; i < m.depth; i++) {
         const child: Record<string, unknown> = {};
         target[`level${i}`] = child;
@@ -169,14 +175,8 @@ export function applyMutation(body: Record<string, any>, m: Mutation): Record<st
       break;
     }
     case 'deep': {
-      let [target] = parentOf(b, `${m.path}.x`);
-      if (target === undefined) {
-        const [parent, key] = parentOf(b, m.path);
-        if (parent === undefined) break;
-        target = {};
-        parent[key] = target;
-      }
-      target['deep'] = nest(m.levels);
+      const target = objectAt(b, m.path);
+      if (target !== undefined) target['deep'] = nest(m.levels);
       break;
     }
     case 'length': {

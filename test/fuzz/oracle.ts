@@ -35,7 +35,7 @@ function stringIsStorable(s: string): boolean {
 }
 
 /** Container depth of a JSON value: the body object is level 1, each nested object or array adds 1. */
-export function depth(v: unknown): number {
+function depth(v: unknown): number {
   let max = 0;
   const stack: [unknown, number][] = [[v, 1]];
   while (stack.length > 0) {

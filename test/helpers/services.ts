@@ -189,7 +189,7 @@ export interface PostgresFerretDb extends ManagedServer {
   indexDatabase(database: string): Promise<string[]>;
 }
 
-export interface FerretDbOptions {
+interface FerretDbOptions {
   /** Where FerretDB stores: `sqlite` (default, a temp directory) or `postgresql` (a private cluster per call). */
   backend?: 'sqlite' | 'postgresql';
 }

@@ -208,6 +208,15 @@ describe('datasets (HTTP, strict mode and a second API process)', () => {
     expect((await stack.post('/feedback-record', VALID_RECORD)).status, 'a defined dataset').to.equal(200);
   });
 
+  it('strict mode: a batch item to a dataset without a definition gets its own 404 dataset_not_found; the others are accepted', async () => {
+    const batch = await stack.post('/feedback-batch', { items: [VALID_RECORD, { record: { feedback_dataset_id: 'ds_free', field_to_value: { a: 1 } }, response: { values: { b: 1 } } }] });
+    expect(batch.status, batch.text).to.equal(207);
+    expect([batch.body.accepted, batch.body.rejected]).to.deep.equal([1, 1]);
+    expect(batch.body.items[0].status).to.equal(200);
+    expect(batch.body.items[1]).to.deep.include({ index: 1, status: 404 });
+    expect(batch.body.items[1].error.code).to.equal('dataset_not_found');
+  });
+
   it('a changed definition reaches a second API process on the same MongoDB within DATASETS_REFRESH_MS', async () => {
     second = await startApi(stack.config, silentLogger);
     const secondUrl = `http://127.0.0.1:${second.port}`;

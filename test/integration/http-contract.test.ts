@@ -95,6 +95,20 @@ function expectPaths(res: HttpResult, paths: readonly string[]): Detail[] {
   return details;
 }
 
+/** One test per required field (a dotted path): a valid body without it is 400 with that path alone. */
+function requiredFields(path: string, stack: () => Stack, valid: () => Json, fields: readonly string[]): void {
+  for (const field of fields) {
+    it(`400 validation_failed when ${field} is missing`, async () => {
+      const body = valid();
+      const keys = field.split('.');
+      const last = keys.pop()!;
+      delete keys.reduce((o, key) => o[key] as Json, body)[last];
+      const details = expectPaths(await stack().post(path, body), [field]);
+      expect(details[0]!.message).to.equal('is required');
+    });
+  }
+}
+
 function expectAccepted(res: HttpResult, status = 'submitted'): void {
   expect(res.status, res.text).to.equal(200);
   expect(res.body).to.have.all.keys('feedback_record_id', 'feedback_response_id', 'status');
@@ -550,21 +564,7 @@ describe('POST /feedback-record', () => {
       expectAccepted(await stack.post('/feedback-record', recordBody()), 'submitted');
     });
 
-    const required: readonly [string, (b: Json) => void][] = [
-      ['record', (b) => delete b['record']],
-      ['response', (b) => delete b['response']],
-      ['record.feedback_dataset_id', (b) => delete b['record'].feedback_dataset_id],
-      ['record.field_to_value', (b) => delete b['record'].field_to_value],
-      ['response.values', (b) => delete b['response'].values],
-    ];
-    for (const [field, drop] of required) {
-      it(`400 validation_failed when ${field} is missing`, async () => {
-        const body = recordBody();
-        drop(body);
-        const details = expectPaths(await stack.post('/feedback-record', body), [field]);
-        expect(details[0]!.message).to.equal('is required');
-      });
-    }
+    requiredFields('/feedback-record', () => stack, valid, ['record', 'response', 'record.feedback_dataset_id', 'record.field_to_value', 'response.values']);
 
     it('lists every missing field at once', async () => {
       expectPaths(await stack.post('/feedback-record', { record: {}, response: {} }), ['record.feedback_dataset_id', 'record.field_to_value', 'response.values']);
@@ -767,20 +767,7 @@ describe('POST /feedback-response', () => {
   });
 
   describe('validation', () => {
-    const required: readonly [string, (b: Json) => void][] = [
-      ['feedback_record_id', (b) => delete b['feedback_record_id']],
-      ['response', (b) => delete b['response']],
-      ['response.status', (b) => delete b['response'].status],
-      ['response.values', (b) => delete b['response'].values],
-    ];
-    for (const [field, drop] of required) {
-      it(`400 validation_failed when ${field} is missing`, async () => {
-        const body = valid();
-        drop(body);
-        const details = expectPaths(await stack.post('/feedback-response', body), [field]);
-        expect(details[0]!.message).to.equal('is required');
-      });
-    }
+    requiredFields('/feedback-response', () => stack, valid, ['feedback_record_id', 'response', 'response.status', 'response.values']);
 
     it('lists every missing field at once', async () => {
       expectPaths(await stack.post('/feedback-response', {}), ['feedback_record_id', 'response']);

@@ -1,6 +1,8 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { expect } from 'chai';
 import { createRequire } from 'node:module';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { ErrorCode } from '../../shared/errors.js';
 import { testConfig, TEST_KEY } from '../helpers/env.js';
 import { deadLetters } from '../helpers/stack.js';
@@ -38,13 +40,18 @@ function operation(doc: Json, path: string, method: string): Json {
   return op!;
 }
 
-/** The schema of a JSON response or request body, with a `#/components/schemas/X` reference resolved. */
+/** `schema` with every `#/components/schemas/X` reference replaced by that schema, for Ajv. */
+function resolved(doc: Json, schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map((item) => resolved(doc, item));
+  if (typeof schema !== 'object' || schema === null) return schema;
+  const ref = (schema as Json)['$ref'] as string | undefined;
+  if (ref !== undefined) return resolved(doc, doc['components']['schemas'][ref.replace('#/components/schemas/', '')]);
+  return Object.fromEntries(Object.entries(schema).map(([key, value]) => [key, resolved(doc, value)]));
+}
+
+/** The schema of a JSON response or request body, references resolved. */
 function schemaOf(doc: Json, holder: Json): Json {
-  const schema = holder['content']['application/json']['schema'] as Json;
-  const ref = schema['$ref'] as string | undefined;
-  if (ref === undefined) return schema;
-  const name = ref.replace('#/components/schemas/', '');
-  return doc['components']['schemas'][name] as Json;
+  return resolved(doc, holder['content']['application/json']['schema']) as Json;
 }
 
 /** Every `error.code` enum in the responses of `responses`, by status. */
@@ -120,17 +127,60 @@ describe('GET /openapi.json', () => {
     const admin = { Authorization: `Bearer ${TEST_KEY.secret}` };
     const list = await stack.request('/admin/dead-letters', { method: 'GET', headers: admin });
     expect(list.status, list.text).to.equal(200);
-    const listSchema = structuredClone(schemaOf(doc, operation(doc, '/admin/dead-letters', 'get')['responses']['200']));
-    listSchema['properties']['items']['items'] = doc['components']['schemas']['DeadLetterSummary'];
-    const validList = ajv.compile(listSchema);
+    const validList = ajv.compile(schemaOf(doc, operation(doc, '/admin/dead-letters', 'get')['responses']['200']));
     expect(validList(list.body), JSON.stringify(validList.errors)).to.equal(true);
     expect((list.body as Json)['items']).to.have.length(1);
     const one = await stack.request(`/admin/dead-letters/${encodeURIComponent(`${stack.config.queueName}:7:0`)}`, { method: 'GET', headers: admin });
     expect(one.status, one.text).to.equal(200);
-    const oneSchema = structuredClone(schemaOf(doc, operation(doc, '/admin/dead-letters/{id}', 'get')['responses']['200']));
-    oneSchema['allOf'][0] = doc['components']['schemas']['DeadLetterSummary'];
-    const validOne = ajv.compile(oneSchema);
+    const validOne = ajv.compile(schemaOf(doc, operation(doc, '/admin/dead-letters/{id}', 'get')['responses']['200']));
     expect(validOne(one.body), JSON.stringify(validOne.errors)).to.equal(true);
+  });
+
+  const listQueries = [
+    { path: '/admin/dead-letters', names: ['reason', 'limit', 'cursor'] },
+    { path: '/datasets', names: ['limit', 'cursor'] },
+  ] as const;
+  for (const { path, names } of listQueries) {
+    it(`documents the query of GET ${path} as the route parses it (names, limit bounds and default)`, async () => {
+      const admin = { Authorization: `Bearer ${TEST_KEY.secret}` };
+      const params = operation(doc, path, 'get')['parameters'] as Json[];
+      const query = params.filter((p) => p['in'] === 'query');
+      expect(query.map((p) => p['name'])).to.have.members([...names]);
+      expect(query.every((p) => p['required'] === false)).to.equal(true);
+      const limit = query.find((p) => p['name'] === 'limit')!['schema'] as Json;
+      expect(limit).to.include({ type: 'integer', minimum: 1 });
+      expect(limit['default']).to.be.within(limit['minimum'] as number, limit['maximum'] as number);
+      const status = async (q: string) => (await stack.request(`${path}?${q}`, { method: 'GET', headers: admin })).status;
+      expect(await status(`limit=${limit['maximum'] as number}`)).to.equal(200);
+      expect(await status(`limit=${limit['minimum'] as number}`)).to.equal(200);
+      expect(await status(`limit=${(limit['maximum'] as number) + 1}`)).to.equal(400);
+      expect(await status(`limit=${(limit['minimum'] as number) - 1}`)).to.equal(400);
+      expect(await status('undocumented=1'), 'a parameter the document does not list').to.equal(400);
+    });
+  }
+
+  it('documents the dataset endpoints: a real PUT (201, then 200), list, get and schema match their answers', async () => {
+    const admin = { Authorization: `Bearer ${TEST_KEY.secret}`, 'Content-Type': 'application/json' };
+    // Another id than the example's: the write tests below post to ds_support_bot with no definition.
+    const example = JSON.parse(readFileSync(fileURLToPath(new URL('../../docs/datasets/ds_support_bot.json', import.meta.url)), 'utf8')) as Json;
+    const definition = { ...example, id: 'ds_openapi_doc' };
+    const checkInput = ajv.compile(schemaOf(doc, operation(doc, '/datasets/{id}', 'put')['requestBody'] as Json));
+    expect(checkInput(definition), JSON.stringify(checkInput.errors)).to.equal(true);
+    const calls = [
+      { method: 'PUT', path: '/datasets/{id}', status: 201 },
+      { method: 'PUT', path: '/datasets/{id}', status: 200 },
+      { method: 'GET', path: '/datasets/{id}', status: 200 },
+      { method: 'GET', path: '/datasets', status: 200 },
+      { method: 'GET', path: '/datasets/{id}/schema', status: 200 },
+    ] as const;
+    for (const call of calls) {
+      const url = call.path.replace('{id}', String(definition['id']));
+      const answer = await stack.request(url, { method: call.method, headers: admin, ...(call.method === 'PUT' ? { body: JSON.stringify(definition) } : {}) });
+      expect(answer.status, `${call.method} ${url}: ${answer.text}`).to.equal(call.status);
+      const documented = operation(doc, call.path, call.method.toLowerCase())['responses'][String(call.status)] as Json;
+      const check = ajv.compile(schemaOf(doc, documented));
+      expect(check(answer.body), `${call.method} ${url}: ${answer.text} ${JSON.stringify(check.errors)}`).to.equal(true);
+    }
   });
 
   it('lists every ErrorCode, each under the response of its HTTP status', () => {
@@ -165,9 +215,10 @@ describe('GET /openapi.json', () => {
       recordId = created.body.feedback_record_id as string;
     });
 
-    const recordCases: readonly { name: string; body: () => unknown; valid: boolean }[] = [
-      { name: 'the test helper body', body: () => recordBody(), valid: true },
+    const cases: readonly { path: '/feedback-record' | '/feedback-response'; name: string; body: (recordId: string) => unknown; valid: boolean }[] = [
+      { path: '/feedback-record', name: 'the test helper body', body: () => recordBody(), valid: true },
       {
+        path: '/feedback-record',
         name: 'the SPEC example',
         body: () => ({
           record: { feedback_dataset_id: 'ds_support_bot', field_to_value: { prompt: 'How do I reset my password?', answer: 'Go to Settings…' }, external_id: 'conv-8812:turn-3', metadata: { model: 'gpt-x', locale: 'en' } },
@@ -175,48 +226,32 @@ describe('GET /openapi.json', () => {
         }),
         valid: true,
       },
-      { name: 'a discarded response with empty values', body: () => recordBody({ response: { values: {}, status: 'discarded' } }), valid: true },
-      { name: 'an unknown top-level property', body: () => ({ ...recordBody(), extra: 1 }), valid: false },
-      { name: 'an unknown property in record', body: () => recordBody({ record: { extra: 1 } }), valid: false },
-      { name: 'an unknown property in response', body: () => recordBody({ response: { extra: 1 } }), valid: false },
-      { name: 'no record', body: () => ({ response: { values: { helpful: 1 } } }), valid: false },
-      { name: 'a bad status', body: () => recordBody({ response: { status: 'final' } }), valid: false },
-      { name: 'an empty field_to_value', body: () => recordBody({ record: { field_to_value: {} } }), valid: false },
-      { name: 'a dataset id over 256 characters', body: () => recordBody({ record: { feedback_dataset_id: 'd'.repeat(257) } }), valid: false },
-      { name: 'a list as values', body: () => recordBody({ response: { values: [1] } }), valid: false },
+      { path: '/feedback-record', name: 'a discarded response with empty values', body: () => recordBody({ response: { values: {}, status: 'discarded' } }), valid: true },
+      { path: '/feedback-record', name: 'an unknown top-level property', body: () => ({ ...recordBody(), extra: 1 }), valid: false },
+      { path: '/feedback-record', name: 'an unknown property in record', body: () => recordBody({ record: { extra: 1 } }), valid: false },
+      { path: '/feedback-record', name: 'an unknown property in response', body: () => recordBody({ response: { extra: 1 } }), valid: false },
+      { path: '/feedback-record', name: 'no record', body: () => ({ response: { values: { helpful: 1 } } }), valid: false },
+      { path: '/feedback-record', name: 'a bad status', body: () => recordBody({ response: { status: 'final' } }), valid: false },
+      { path: '/feedback-record', name: 'an empty field_to_value', body: () => recordBody({ record: { field_to_value: {} } }), valid: false },
+      { path: '/feedback-record', name: 'a dataset id over 256 characters', body: () => recordBody({ record: { feedback_dataset_id: 'd'.repeat(257) } }), valid: false },
+      { path: '/feedback-record', name: 'a list as values', body: () => recordBody({ response: { values: [1] } }), valid: false },
+      { path: '/feedback-response', name: 'the SPEC example', body: (id) => ({ feedback_record_id: id, response: { status: 'draft', values: { helpful: 3 }, user_id: 'annotator-4' } }), valid: true },
+      { path: '/feedback-response', name: 'an unknown top-level property', body: (id) => ({ feedback_record_id: id, response: { status: 'draft', values: { helpful: 3 } }, extra: true }), valid: false },
+      { path: '/feedback-response', name: 'an unknown property in response', body: (id) => ({ feedback_record_id: id, response: { status: 'draft', values: { helpful: 3 }, score: 1 } }), valid: false },
+      { path: '/feedback-response', name: 'no status', body: (id) => ({ feedback_record_id: id, response: { values: { helpful: 3 } } }), valid: false },
+      { path: '/feedback-response', name: 'an empty feedback_record_id', body: () => ({ feedback_record_id: '', response: { status: 'draft', values: { helpful: 3 } } }), valid: false },
     ];
 
-    for (const c of recordCases) {
-      it(`POST /feedback-record: ${c.name} is ${c.valid ? 'accepted' : 'rejected'} by both`, async () => {
-        const check = ajv.compile(schemaOf(doc, operation(doc, '/feedback-record', 'post')['requestBody'] as Json));
-        const body = c.body();
-        expect(check(body), JSON.stringify(check.errors)).to.equal(c.valid);
-        const answer = await stack.post('/feedback-record', body);
-        expect(answer.status, answer.text).to.equal(c.valid ? 200 : 400);
-        // The API's answer matches the document's response schema for that status.
-        const documented = operation(doc, '/feedback-record', 'post')['responses'][String(answer.status)] as Json;
-        const checkAnswer = ajv.compile(schemaOf(doc, documented));
-        expect(checkAnswer(answer.body), `${answer.text} ${JSON.stringify(checkAnswer.errors)}`).to.equal(true);
-      });
-    }
-
-    const responseCases: readonly { name: string; body: (recordId: string) => unknown; valid: boolean }[] = [
-      { name: 'the SPEC example', body: (id) => ({ feedback_record_id: id, response: { status: 'draft', values: { helpful: 3 }, user_id: 'annotator-4' } }), valid: true },
-      { name: 'an unknown top-level property', body: (id) => ({ feedback_record_id: id, response: { status: 'draft', values: { helpful: 3 } }, extra: true }), valid: false },
-      { name: 'an unknown property in response', body: (id) => ({ feedback_record_id: id, response: { status: 'draft', values: { helpful: 3 }, score: 1 } }), valid: false },
-      { name: 'no status', body: (id) => ({ feedback_record_id: id, response: { values: { helpful: 3 } } }), valid: false },
-      { name: 'an empty feedback_record_id', body: () => ({ feedback_record_id: '', response: { status: 'draft', values: { helpful: 3 } } }), valid: false },
-    ];
-
-    for (const c of responseCases) {
-      it(`POST /feedback-response: ${c.name} is ${c.valid ? 'accepted' : 'rejected'} by both`, async () => {
-        const check = ajv.compile(schemaOf(doc, operation(doc, '/feedback-response', 'post')['requestBody'] as Json));
+    for (const c of cases) {
+      it(`POST ${c.path}: ${c.name} is ${c.valid ? 'accepted' : 'rejected'} by both`, async () => {
+        const op = operation(doc, c.path, 'post');
+        const check = ajv.compile(schemaOf(doc, op['requestBody'] as Json));
         const body = c.body(recordId);
         expect(check(body), JSON.stringify(check.errors)).to.equal(c.valid);
-        const answer = await stack.post('/feedback-response', body);
+        const answer = await stack.post(c.path, body);
         expect(answer.status, answer.text).to.equal(c.valid ? 200 : 400);
-        const documented = operation(doc, '/feedback-response', 'post')['responses'][String(answer.status)] as Json;
-        const checkAnswer = ajv.compile(schemaOf(doc, documented));
+        // The API's answer matches the document's response schema for that status.
+        const checkAnswer = ajv.compile(schemaOf(doc, op['responses'][String(answer.status)] as Json));
         expect(checkAnswer(answer.body), `${answer.text} ${JSON.stringify(checkAnswer.errors)}`).to.equal(true);
       });
     }
@@ -226,9 +261,7 @@ describe('GET /openapi.json', () => {
     const op = operation(doc, '/feedback-batch', 'post');
     expect(op['responses']).to.have.property('207');
     expect(op['responses']).to.not.have.property('200');
-    const bodySchema = structuredClone(schemaOf(doc, op['requestBody'] as Json));
-    bodySchema['properties']['items']['items']['anyOf'] = (bodySchema['properties']['items']['items']['anyOf'] as Json[]).map((r) => doc['components']['schemas'][(r['$ref'] as string).replace('#/components/schemas/', '')]);
-    const checkBody = ajv.compile(bodySchema);
+    const checkBody = ajv.compile(schemaOf(doc, op['requestBody'] as Json));
     const body = { items: [recordBody(), { record_index: 0, response: { status: 'draft', values: { a: 1 } } }, recordBody({ response: { status: 'final' } })] };
     expect(checkBody(body), JSON.stringify(checkBody.errors)).to.equal(false);
     expect(checkBody({ items: body.items.slice(0, 2) }), JSON.stringify(checkBody.errors)).to.equal(true);

@@ -1,0 +1,86 @@
+// The report of `npm run bench:drain` (Markdown), written after every pass so that a stopped run
+// keeps what it measured.
+import { cpus, loadavg } from 'node:os';
+import type { PlainResult, RawResult } from '../scenarios/store-raw.js';
+import { JOB_WRITES, type DrainResult } from '../scenarios/worker-drain.js';
+import { RAW_UPDATE_CHUNK } from '../scenarios/store-raw.js';
+import { INSERT_BATCH } from './drain-writes.js';
+import { fmt, median } from './report.js';
+import { countsText, sumCounts } from './store-monitor.js';
+
+export interface RoundRow {
+  readonly round: number;
+  usual?: DrainResult;
+  usualRaw?: RawResult;
+  heavy?: DrainResult;
+  heavyRaw?: RawResult;
+  plain?: PlainResult;
+  big?: DrainResult;
+}
+
+/** A run of the drain benchmark: its settings and what it measured so far. */
+export interface DrainRun {
+  readonly command: string;
+  readonly writes: number;
+  readonly seedDocs: number;
+  readonly baseDocs: number;
+  readonly roundsRequested: number;
+  backend: string;
+  bigSeedText: string;
+  readonly rounds: RoundRow[];
+}
+
+/** Ratios: two decimals, or two significant digits when far below 1. */
+const fmtRatio = (x: number | undefined) => (x !== undefined && Number.isFinite(x) ? (x < 0.1 ? x.toPrecision(2) : x.toFixed(2)) : '–');
+
+export function renderDrainReport(run: DrainRun, final: boolean): string {
+  const { rounds, writes: WRITES } = run;
+  const lines: string[] = [];
+  const ratios = (pick: (row: RoundRow) => number | undefined) => rounds.map(pick).filter((x): x is number => x !== undefined && Number.isFinite(x));
+  const usualRatios = ratios((x) => (x.usual && x.usualRaw ? x.usual.rate / x.usualRaw.rate : undefined));
+  const heavyRatios = ratios((x) => (x.heavy && x.heavyRaw ? x.heavy.rate / x.heavyRaw.rate : undefined));
+  const plainRatios = ratios((x) => (x.usual && x.plain ? x.usual.rate / x.plain.rate : undefined));
+  const bigRatios = ratios((x) => (x.usual && x.big ? x.big.rate / x.usual.rate : undefined));
+  const cpw = (d: DrainResult | undefined) => (d === undefined ? undefined : sumCounts(d.commands) / WRITES);
+  const verdict = (m: number | undefined, target: number) => (m !== undefined && Number.isFinite(m) ? (m >= target ? `meets ≥ ${target}×` : `below ${target}×`) : '–');
+
+  lines.push(`# Worker drain benchmark (issue 10)${final ? '' : ' — PARTIAL (run in progress or stopped)'}`, '');
+  lines.push(`- Command: \`${run.command}\``);
+  lines.push(`- Store: ${run.backend}; Redis: private redis-server (test/helpers/services.ts startRedis, no persistence)`);
+  lines.push(`- Machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, load average at start ${loadavg().map((x) => x.toFixed(1)).join(' ')} (shared with other work)`);
+  lines.push(`- N = ${fmt(WRITES)} writes per burst, jobs of ${JOB_WRITES} writes (deflated, as the API queues them), worker concurrency 16 (default config), ${run.roundsRequested} rounds requested, ${rounds.length} run`);
+  lines.push(`- Every drain/raw pass runs on a fresh database holding ${fmt(run.baseDocs)} documents (${fmt(run.baseDocs / 2)} records + their responses); updates target those responses (random, repeats allowed).`);
+  lines.push(`- Large store: ${fmt(run.seedDocs)} documents seeded with insertMany (${run.bigSeedText}); its drains add to it round after round.`);
+  lines.push(`- Raw: insertMany of the new records and responses (batches of ${INSERT_BATCH}) + the distinct final updates as \`updateOne({_id}, {$set})\` in unordered bulkWrite of ≤ ${RAW_UPDATE_CHUNK} ops, one command at a time (FerretDB v1 hangs with ~50 matching upserts in one command, or several concurrent bulks). No ordering, leases or lookups.`);
+  lines.push(`- Drain timing: from the worker's start (all jobs already queued, store prepared) to the last job completed; then the store is checked (counts, and the final \`seq\` of every response touched).`);
+  lines.push('');
+  lines.push('| | median | per round | target |', '|---|---|---|---|');
+  lines.push(`| usual (10% updates): drain / raw | ${fmtRatio(median(usualRatios))}× | ${usualRatios.map(fmtRatio).join(', ')} | ${verdict(median(usualRatios), 0.8)} |`);
+  lines.push(`| annotation-heavy (50% updates): drain / raw | ${fmtRatio(median(heavyRatios))}× | ${heavyRatios.map(fmtRatio).join(', ')} | ${verdict(median(heavyRatios), 0.8)} |`);
+  lines.push(`| usual drain / plain insertMany of as many documents | ${fmtRatio(median(plainRatios))}× | ${plainRatios.map(fmtRatio).join(', ')} | |`);
+  lines.push(`| usual drain, ${fmt(run.seedDocs)}-doc store / ${fmt(run.baseDocs)}-doc store | ${fmtRatio(median(bigRatios))}× | ${bigRatios.map(fmtRatio).join(', ')} | ${verdict(median(bigRatios), 0.8)} |`);
+  lines.push('');
+  lines.push('| round | pass | seconds | writes/s | store commands | commands / write | check |', '|---|---|---|---|---|---|---|');
+  for (const row of rounds) {
+    const d = (name: string, x: DrainResult | undefined) => {
+      if (x) lines.push(`| ${row.round} | ${name} | ${fmt(x.seconds, 1)} | ${fmt(x.rate)} | ${sumCounts(x.commands)} | ${fmt(cpw(x)!, 3)} | ${x.verified}; stale ${x.summary.stale}, dead-lettered ${x.summary.dead_lettered}, failed attempts ${x.failedAttempts} |`);
+    };
+    const rw = (name: string, x: RawResult | undefined) => {
+      if (x) lines.push(`| ${row.round} | ${name} | ${fmt(x.seconds, 1)} (inserts ${fmt(x.insertSeconds, 1)}, ${x.updates} updates ${fmt(x.updateSeconds, 1)}) | ${fmt(x.rate)} | ${sumCounts(x.commands)} | ${fmt(sumCounts(x.commands) / WRITES, 3)} | ${x.verified} |`);
+    };
+    d('usual drain', row.usual);
+    rw('usual raw', row.usualRaw);
+    d('heavy drain', row.heavy);
+    rw('heavy raw', row.heavyRaw);
+    if (row.plain) lines.push(`| ${row.round} | plain insertMany (${fmt(row.plain.docs)} docs) | ${fmt(row.plain.seconds, 1)} | ${fmt(row.plain.rate)} | | | |`);
+    d(`usual drain, ${fmt(run.seedDocs)}-doc store`, row.big);
+  }
+  lines.push('');
+  lines.push('Store commands by name (drain passes, last round):', '');
+  const last = rounds[rounds.length - 1];
+  for (const [name, x] of [['usual', last?.usual], ['heavy', last?.heavy], ['usual, large store', last?.big]] as const) {
+    if (x) lines.push(`- ${name}: ${countsText(x.commands)}; store seconds by command (summed over concurrent commands): ${[...x.storeSeconds.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${fmt(v, 1)}`).join(', ')}`);
+  }
+  lines.push('');
+  return lines.join('\n');
+}

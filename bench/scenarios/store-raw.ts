@@ -1,0 +1,90 @@
+// The drain benchmark's yardsticks: the store's own rate for the same final documents as a burst
+// (no ordering, leases or lookups), and plain insertMany of as many documents.
+import type { AnyBulkWriteOperation } from 'mongodb';
+import { COLLECTIONS } from '../../shared/mongo.js';
+import type { ResponseWrite } from '../../shared/schemas.js';
+import { firstResponseDoc, recordDoc, type RecordDoc, type ResponseDoc } from '../../worker/documents.js';
+import { INSERT_BATCH, recordWrite, type Burst, type Seed } from '../lib/drain-writes.js';
+import type { Monitor } from '../lib/store-monitor.js';
+import { verifyStored } from './worker-drain.js';
+
+/** Updates per bulk command: more, or several bulks at once, stall FerretDB v1 (README, "FerretDB and leases"). */
+export const RAW_UPDATE_CHUNK = 10;
+
+export interface RawResult {
+  readonly seconds: number;
+  readonly rate: number;
+  readonly commands: Map<string, number>;
+  readonly insertSeconds: number;
+  readonly updateSeconds: number;
+  readonly updates: number;
+  readonly verified: string;
+}
+
+/** insertMany of the new documents (batches of 500), then the distinct final updates, 10 per unordered bulkWrite, one at a time. */
+export async function rawBurst(mon: Monitor, dbName: string, burst: Burst, seed: Seed): Promise<RawResult> {
+  const db = mon.client.db(dbName);
+  const records = db.collection<RecordDoc>(COLLECTIONS.records);
+  const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
+  const recordDocs: RecordDoc[] = [];
+  const responseDocs: ResponseDoc[] = [];
+  const finalUpdate = new Map<string, ResponseWrite>();
+  for (const w of burst.writes) {
+    if (w.kind === 'record') {
+      recordDocs.push(recordDoc(w));
+      responseDocs.push(firstResponseDoc({ write: w, seq: w.seq!, index: 0 }));
+    } else if ((finalUpdate.get(w.response_id)?.seq ?? -1) < w.seq!) finalUpdate.set(w.response_id, w);
+  }
+  const ops: AnyBulkWriteOperation<ResponseDoc>[] = [...finalUpdate.values()].map((w) => ({
+    updateOne: {
+      filter: { _id: w.response_id },
+      update: { $set: { status: w.response.status, values: w.response.values, seq: w.seq!, api_key: w.api_key, request_id: w.request_id, updated_at: new Date(w.accepted_at) } },
+    },
+  }));
+  mon.take();
+  const started = process.hrtime.bigint();
+  for (let i = 0; i < recordDocs.length; i += INSERT_BATCH) {
+    await records.insertMany(recordDocs.slice(i, i + INSERT_BATCH), { ordered: false });
+    await responses.insertMany(responseDocs.slice(i, i + INSERT_BATCH), { ordered: false });
+  }
+  const inserted = process.hrtime.bigint();
+  for (let i = 0; i < ops.length; i += RAW_UPDATE_CHUNK) await responses.bulkWrite(ops.slice(i, i + RAW_UPDATE_CHUNK), { ordered: false });
+  const ended = process.hrtime.bigint();
+  const commands = mon.take();
+  const seconds = Number(ended - started) / 1e9;
+  return {
+    seconds,
+    rate: burst.writes.length / seconds,
+    commands,
+    insertSeconds: Number(inserted - started) / 1e9,
+    updateSeconds: Number(ended - inserted) / 1e9,
+    updates: ops.length,
+    verified: await verifyStored(db, seed, burst),
+  };
+}
+
+export interface PlainResult {
+  readonly seconds: number;
+  readonly rate: number;
+  readonly docs: number;
+}
+
+/** Plain insertMany (batches of 500) of as many documents as the burst's writes hold (a record and a response per record write, a response per update), fresh ids. */
+export async function plainInserts(mon: Monitor, dbName: string, burst: Burst): Promise<PlainResult> {
+  const db = mon.client.db(dbName);
+  const records = db.collection<RecordDoc>(COLLECTIONS.records);
+  const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
+  const recordDocs: RecordDoc[] = [];
+  const responseDocs: ResponseDoc[] = [];
+  for (const w of burst.writes) {
+    const r = w.kind === 'record' ? w : recordWrite(0);
+    if (w.kind === 'record') recordDocs.push(recordDoc(r));
+    const doc = firstResponseDoc({ write: r, seq: w.seq!, index: 0 });
+    responseDocs.push(w.kind === 'record' ? doc : { ...doc, _id: `rsp_plain_${w.seq!}`, user_id: `plain-${w.seq!}` });
+  }
+  const started = process.hrtime.bigint();
+  for (let i = 0; i < recordDocs.length; i += INSERT_BATCH) await records.insertMany(recordDocs.slice(i, i + INSERT_BATCH), { ordered: false });
+  for (let i = 0; i < responseDocs.length; i += INSERT_BATCH) await responses.insertMany(responseDocs.slice(i, i + INSERT_BATCH), { ordered: false });
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  return { seconds, rate: burst.writes.length / seconds, docs: recordDocs.length + responseDocs.length };
+}

@@ -1,0 +1,98 @@
+// The drain benchmark's worker pass: a burst queued as the API queues it, drained by the service's
+// own worker, timed, and checked in the store.
+import { randomBytes } from 'node:crypto';
+import type { Db } from 'mongodb';
+import { loadConfig, type Config } from '../../shared/config.js';
+import { encodeJob } from '../../shared/job-payload.js';
+import { createLogger } from '../../shared/logger.js';
+import { COLLECTIONS } from '../../shared/mongo.js';
+import { createWriteQueue, WRITE_JOB_NAME } from '../../shared/queue.js';
+import { createRedis } from '../../shared/redis.js';
+import type { ResponseDoc } from '../../worker/documents.js';
+import type { JobSummary } from '../../worker/processor.js';
+import { startWorker } from '../../worker/runtime.js';
+import type { Burst, Seed } from '../lib/drain-writes.js';
+import { progress } from '../lib/runner.js';
+import type { Monitor } from '../lib/store-monitor.js';
+
+/** Writes per queued job, as the API's group commit closes them at BATCH_MAX_ITEMS. */
+export const JOB_WRITES = 200;
+
+export interface DrainResult {
+  readonly seconds: number;
+  readonly rate: number;
+  readonly commands: Map<string, number>;
+  /** Store seconds by command name (summed over concurrent commands). */
+  readonly storeSeconds: Map<string, number>;
+  readonly summary: JobSummary;
+  readonly failedAttempts: number;
+  readonly verified: string;
+}
+
+/**
+ * Queues the burst as the API does (deflated jobs of 200 writes on the write queue) with no worker
+ * running, then starts the worker (worker/runtime.ts `startWorker`, on a MongoClient of ours so
+ * that its store commands can be counted) and times until every job has completed, from the call
+ * that starts it (its index check included).
+ */
+export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon: Monitor; dbName: string; burst: Burst; seed: Seed }): Promise<DrainResult> {
+  const { mon, burst } = spec;
+  const queueName = `drain-${randomBytes(4).toString('hex')}`;
+  const config: Config = loadConfig({ REDIS_URL: spec.redisUrl, MONGODB_URI: `${spec.storeUrl}/${spec.dbName}`, QUEUE_NAME: queueName, LOG_LEVEL: 'warn' });
+  const logger = createLogger({ level: 'warn', name: 'bench-drain-worker', destination: process.stderr });
+  const producer = createRedis(config, 'producer', logger);
+  const queue = createWriteQueue(config, producer);
+  let jobs = 0;
+  for (let i = 0; i < burst.writes.length; i += JOB_WRITES) {
+    await queue.add(WRITE_JOB_NAME, await encodeJob(burst.writes.slice(i, i + JOB_WRITES), config.queueCompression));
+    jobs++;
+  }
+
+  const db = mon.client.db(spec.dbName);
+  const summary = { records: 0, responses: 0, stale: 0, dead_lettered: 0 };
+  let completed = 0;
+  let failedAttempts = 0;
+  let done!: () => void;
+  const allDone = new Promise<void>((res) => (done = res));
+  mon.take();
+  const started = process.hrtime.bigint();
+  const runtime = await startWorker(config, logger, { mongo: { client: mon.client, db, close: async () => undefined }, defaultMetrics: false });
+  const worker = runtime.worker;
+  worker.on('completed', (_job, r: JobSummary) => {
+    summary.records += r.records;
+    summary.responses += r.responses;
+    summary.stale += r.stale;
+    summary.dead_lettered += r.dead_lettered;
+    if (++completed === jobs) done();
+  });
+  worker.on('failed', (job, err) => {
+    failedAttempts++;
+    progress(`job ${job?.id ?? '?'} attempt failed: ${err.message}`);
+  });
+  await allDone;
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const commands = mon.take();
+  const storeSeconds = mon.lastSeconds();
+  const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'failed');
+  await runtime.close();
+  await queue.close();
+  await producer.quit();
+  const verified = await verifyStored(db, spec.seed, burst);
+  const left = Object.values(counts).reduce((a, b) => a + b, 0);
+  return { seconds, rate: burst.writes.length / seconds, commands, storeSeconds, summary, failedAttempts, verified: left === 0 ? verified : `${verified}; queue still holds ${JSON.stringify(counts)}` };
+}
+
+/** Counts in the store, and every response touched holds the expected final seq. */
+export async function verifyStored(db: Db, seed: Seed, burst: Burst): Promise<string> {
+  const records = await db.collection(COLLECTIONS.records).countDocuments();
+  const stored = await db.collection<ResponseDoc>(COLLECTIONS.responses).find({}, { projection: { seq: 1 } }).toArray();
+  const expectRecords = seed.records.length + burst.newRecords;
+  const expectResponses = seed.responses.length + burst.newRecords;
+  const seqOf = new Map(stored.map((d) => [d._id, d.seq]));
+  let wrong = 0;
+  for (const [id, seq] of burst.finalSeq) if (seqOf.get(id) !== seq) wrong++;
+  const ok = records === expectRecords && stored.length === expectResponses && wrong === 0;
+  const text = `records ${records}/${expectRecords}, responses ${stored.length}/${expectResponses}, wrong final seq ${wrong}/${burst.finalSeq.size}`;
+  if (!ok) progress(`VERIFY FAILED: ${text}`);
+  return ok ? `ok (${text})` : `FAILED (${text})`;
+}
