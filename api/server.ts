@@ -18,7 +18,7 @@ import { createRateLimiter } from './rate-limit.js';
 import { chainKeyVerifiers, createKeyVerifier } from './middleware/auth.js';
 import { createKeyStore } from './key-store.js';
 import { createDeadLetterAdmin } from '../shared/dead-letter-admin.js';
-import { createMongo } from '../shared/mongo.js';
+import { createMongo, primaryDb } from '../shared/mongo.js';
 import { createOrderClock } from '../shared/order-clock.js';
 import { createOrderFloor } from './order-floor.js';
 
@@ -55,8 +55,8 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   const keyStore = createKeyStore({ db: mongo.db, refreshMs: config.apiKeysRefreshMs, logger });
   const keys = chainKeyVerifiers(createKeyVerifier(config.apiKeys, { adminNames: config.adminApiKeyNames }), keyStore);
   const backlog = createBacklogMonitor({ queue, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger });
-  const clock = createOrderClock();
-  const orderFloor = createOrderFloor({ db: mongo.db, clock, logger, persistMs: ORDER_FLOOR_PERSIST_MS });
+  const clock = createOrderClock(config.orderClockNode === undefined ? {} : { node: config.orderClockNode });
+  const orderFloor = createOrderFloor({ db: primaryDb(mongo), clock, logger, persistMs: ORDER_FLOOR_PERSIST_MS });
   const enqueuer = createBatchingEnqueuer({
     queue,
     logger,
@@ -130,7 +130,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   }
   // Only once bound: a process that says it listens does.
   const port = (server.address() as AddressInfo).port;
-  logger.info({ host: config.host, port, queue: config.queueName }, 'api listening');
+  logger.info({ host: config.host, port, queue: config.queueName, order_node: clock.node }, 'api listening');
 
   let closing: Promise<void> | undefined;
   return {
