@@ -97,7 +97,8 @@ describe('WEB_CONCURRENCY: API processes of one host (node:cluster, real process
     const c = (cluster = await new Cluster({ label: 'web-concurrency' }).start());
     const [api] = await Promise.all([c.startApi({ WEB_CONCURRENCY: '2' }), c.startWorker()]);
     await api.waitForLog(msg('api cluster listening'), 60_000, 'api cluster listening');
-    const first = listening(api);
+    // The processes write their lines asynchronously: the primary may log before they do.
+    const first = await until(() => (listening(api).length >= 2 ? listening(api) : undefined), 10_000, 'two "api listening" lines');
     assert.equal(first.length, 2, 'two API processes listen');
     assert.equal(new Set(first.map((p) => p.pid)).size, 2);
     assert.ok(!first.some((p) => p.pid === api.pid), 'the primary serves nothing itself');
@@ -133,7 +134,7 @@ describe('WEB_CONCURRENCY: API processes of one host (node:cluster, real process
     const c = (cluster = await new Cluster({ label: 'web-concurrency-sigterm', env: { SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS) } }).start());
     const [api] = await Promise.all([c.startApi({ WEB_CONCURRENCY: '2' }), c.startWorker()]);
     await api.waitForLog(msg('api cluster listening'), 60_000, 'api cluster listening');
-    const procs = listening(api);
+    const procs = await until(() => (listening(api).length >= 2 ? listening(api) : undefined), 10_000, 'two "api listening" lines');
     const l = (ledger = new Ledger('webc-term'));
     await l.load({ targets: () => [api.url], total: 20, concurrency: 2 }).done;
 
