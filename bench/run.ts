@@ -15,11 +15,12 @@ import { hasWrk, runWrk } from './lib/wrk.js';
 import { killAllSync, spawnProc, stopAll, type Proc } from './lib/procs.js';
 import { fmt, median, renderMarkdown, renderSvg, roundRatios, summarize } from './lib/report.js';
 import { freePort, startFerretDbServer, startRedisServer, waitForPort } from './lib/services.js';
-import type { BenchResult, BurstResult, Round, SustainedResult } from './lib/types.js';
+import type { BenchResult, BurstResult, Round, ScaleResult, SustainedResult } from './lib/types.js';
 import { checkFatal, connectStore, drainWithin, mixFor, progress, ROOT, SEED_RECORDS, serverOf, setFatal, sleep, STARTED, until, type Ctx } from './lib/runner.js';
 import { runCeilingOrDirect, runProject, runProjectB, runProjectLive, runTextbook } from './scenarios/accept.js';
 import { runBurst } from './scenarios/burst.js';
 import { resetProject, seed } from './scenarios/seed.js';
+import { runScale } from './scenarios/scale.js';
 import { runSustained } from './scenarios/sustained.js';
 
 /**
@@ -116,6 +117,7 @@ async function main(): Promise<void> {
     ferretDirect,
     procs,
     spawnWorker,
+    spawnProject: (name, entry, env) => spawnNode(name, [entry], { ...projectEnv, ...env }),
     ports,
     apiKey,
     redisClient,
@@ -134,6 +136,7 @@ async function main(): Promise<void> {
   const bursts: BurstResult[] = [];
   let sustained: SustainedResult | undefined;
   let sustainedSkipped: string | undefined;
+  let scale: ScaleResult | undefined;
   const machine: Record<string, string | number> = {
     cpus: cpus().length,
     cpuModel: cpus()[0]?.model ?? 'unknown',
@@ -159,6 +162,7 @@ async function main(): Promise<void> {
       bursts,
       ...(sustained === undefined ? {} : { sustained }),
       ...(sustainedSkipped === undefined ? {} : { sustainedSkipped }),
+      ...(scale === undefined ? {} : { scale }),
       medians,
       ratios,
       targets,
@@ -260,11 +264,13 @@ async function main(): Promise<void> {
       }
     }
 
+    if (opts.scaleS > 0) scale = await runScale(ctx, opts.scaleS, opts.rounds);
+
     const { md, jsonPath } = finish(false);
     process.stdout.write(`${md}\n`);
     progress(`wrote ${relative(ROOT, jsonPath)}, ${relative(ROOT, jsonPath.replace(/\.json$/, '.md'))}${opts.quick ? ' (quick run: latest.md/latest.svg left alone)' : ', latest.md, latest.svg'}`);
   } catch (err) {
-    if (rounds.length > 0 || bursts.length > 0 || sustained !== undefined) {
+    if (rounds.length > 0 || bursts.length > 0 || sustained !== undefined || scale !== undefined) {
       try {
         const { jsonPath } = finish(true);
         progress(`partial results in ${relative(ROOT, jsonPath)}`);
