@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { primaryDb } from '../../shared/mongo.js';
 import { testConfig } from '../helpers/env.js';
 import { eventually, recordBody, records, responses, startStack, type Stack } from '../helpers/stack.js';
 
@@ -15,6 +16,8 @@ describe('MongoDB durability settings against the store (MONGODB_WRITE_CONCERN, 
     const { client } = stack.worker!.mongo;
     expect(client.options.writeConcern).to.include({ w: 'majority', journal: true });
     expect(client.options.readPreference.mode).to.equal('secondaryPreferred');
+    // Reads that decide what is written (record lookups, the order floor) ignore it.
+    expect(primaryDb(stack.worker!.mongo).readPreference.mode).to.equal('primary');
     const res = await stack.post('/feedback-record', recordBody());
     expect(res.status).to.equal(200);
     await eventually(async () => ((await records(stack.db).findOne({ _id: res.body.feedback_record_id })) === null ? undefined : true), 10_000, 'the record stored');
