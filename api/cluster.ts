@@ -90,21 +90,21 @@ export function startApiCluster(options: ApiClusterOptions): ApiCluster {
     const clean = code === 0 && signal === null;
     if (!clean && stopping) failed = true;
     if (stopping || clean) {
-      if (!stopping) logger.info({ pid, order_node: slot.node }, 'api process exited cleanly; not replaced');
+      if (!stopping) logger.info({ api_pid: pid, order_node: slot.node }, 'api process exited cleanly; not replaced');
       finishIfEmpty();
       return;
     }
     if (!started && !slot.listened) {
       // It never listened: the next one would fail the same way (a port in use, a bad setting).
       failed = true;
-      logger.error({ pid, code, signal }, 'api process exited before it listened; stopping the others');
+      logger.error({ api_pid: pid, code, signal }, 'api process exited before it listened; stopping the others');
       rejectReady(new Error(`an API process exited before it listened (code ${code}, signal ${signal})`));
       terminateAll();
       return;
     }
     slot.deathsInARow = Date.now() - slot.startedAt >= RESTART_STABLE_MS ? 1 : slot.deathsInARow + 1;
     const delay = restartDelay(slot.deathsInARow);
-    logger.error({ pid, code, signal, order_node: slot.node, restart_in_ms: delay }, 'api process died; starting another');
+    logger.error({ api_pid: pid, code, signal, order_node: slot.node, restart_in_ms: delay }, 'api process died; starting another');
     slot.restartTimer = setTimeout(() => {
       slot.restartTimer = undefined;
       fork(slot);
