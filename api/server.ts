@@ -20,7 +20,7 @@ import { chainKeyVerifiers, createKeyVerifier } from './middleware/auth.js';
 import { createKeyStore } from './key-store.js';
 import { createDeadLetterAdmin } from '../shared/dead-letter-admin.js';
 import { createDatasetAdmin } from '../shared/dataset-admin.js';
-import { COLLECTIONS, createMongo } from '../shared/mongo.js';
+import { COLLECTIONS, createMongo, primaryDb } from '../shared/mongo.js';
 import { logConnections } from '../shared/redact-url.js';
 import { createDatasetGate } from './dataset-gate.js';
 import { createDatasetStore } from './dataset-store.js';
@@ -78,8 +78,8 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
     },
   });
   const backlog = createBacklogMonitor({ queue, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger });
-  const clock = createOrderClock();
-  const orderFloor = createOrderFloor({ db: mongo.db, clock, logger, persistMs: ORDER_FLOOR_PERSIST_MS });
+  const clock = createOrderClock(config.orderClockNode === undefined ? {} : { node: config.orderClockNode });
+  const orderFloor = createOrderFloor({ db: primaryDb(mongo), clock, logger, persistMs: ORDER_FLOOR_PERSIST_MS });
   const enqueuer = createBatchingEnqueuer({
     queue,
     logger,
@@ -162,7 +162,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   }
   // Only once bound: a process that says it listens does.
   const port = (server.address() as AddressInfo).port;
-  logger.info({ host: config.host, port, queue: config.queueName, datasets: config.datasets, defined_datasets: datasetStore.size }, 'api listening');
+  logger.info({ host: config.host, port, queue: config.queueName, order_node: clock.node, datasets: config.datasets, defined_datasets: datasetStore.size }, 'api listening');
 
   let closing: Promise<void> | undefined;
   return {

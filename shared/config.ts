@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import * as v from 'valibot';
 import { JOB_COMPRESSIONS } from './job-payload.js';
+import { ORDER_CLOCK_NODES } from './order-clock.js';
 
 /** `open`: a dataset without a definition takes any fields and questions; `strict`: it is 404 `dataset_not_found`. */
 export const DATASET_MODES = ['open', 'strict'] as const;
@@ -46,7 +47,7 @@ export interface Setting<TOutput = unknown> {
   readonly doc: string;
 }
 
-type Unit = 'ms' | 's' | 'bytes' | 'jobs' | 'writes' | 'items' | 'attempts' | 'stalls' | 'requests/min';
+type Unit = 'ms' | 's' | 'bytes' | 'jobs' | 'writes' | 'items' | 'attempts' | 'stalls' | 'requests/min' | 'processes';
 
 const MiB = 1024 * 1024;
 
@@ -74,6 +75,26 @@ function int(env: string, o: { default: number; min: number; max: number; unit?:
     unit: o.unit,
     default: String(o.default),
     ...(o.unit === 'bytes' && o.default >= 1024 ? { defaultReadable: readable(o.default, o.unit) } : {}),
+    doc,
+  };
+}
+
+/** A whole number without a default: unset stays undefined. */
+function optionalInt(env: string, o: { min: number; max: number }, doc: string): Setting<number | undefined> {
+  return {
+    env,
+    schema: v.optional(
+      v.pipe(
+        v.string(),
+        v.regex(/^\d+$/, `${env} must be a whole number`),
+        v.transform(Number),
+        v.minValue(o.min, `${env} must be at least ${o.min}`),
+        v.maxValue(o.max, `${env} must be at most ${o.max}`),
+      ),
+    ),
+    type: `whole number, ${readable(o.min, undefined)}–${readable(o.max, undefined)}`,
+    unit: undefined,
+    default: undefined,
     doc,
   };
 }
@@ -145,10 +166,15 @@ function optionalText(env: string, doc: string, type: string): Setting<string | 
 const SETTINGS = {
   port: int('PORT', { default: 3000, min: 0, max: 65535 }, 'API port; 0 picks a free one (tests).'),
   host: text('HOST', '0.0.0.0', 'API bind address: every interface by default, as platforms that set `PORT` need; `npm start` uses `127.0.0.1` unless set. The API refuses to start with the development key on a non-loopback address.', { type: 'address' }),
+  webConcurrency: int('WEB_CONCURRENCY', { default: 1, min: 1, max: ORDER_CLOCK_NODES, unit: 'processes' }, 'API processes on this host sharing `PORT` (node:cluster: a primary forks them, replaces one that dies, forwards SIGTERM); 1 = a single process, no primary. See [Scaling out](#scaling-out).'),
+  orderClockNode: optionalInt('ORDER_CLOCK_NODE', { min: 0, max: ORDER_CLOCK_NODES - 1 }, "The API process's node number in the acceptance order (`shared/order-clock.ts`), which breaks ties between processes minting in the same ms. Unset: random. With `WEB_CONCURRENCY` > 1 the primary gives its processes consecutive numbers from this one (or a random one), so that no two processes of a host share one."),
   redisUrl: url('REDIS_URL', 'redis://127.0.0.1:6379', ['redis:', 'rediss:'], 'Redis; `rediss://` for TLS.'),
   redisTlsUrl: url('REDIS_TLS_URL', undefined, ['rediss:'], 'Used instead of `REDIS_URL` when set (Heroku).'),
   redisTlsRejectUnauthorized: bool('REDIS_TLS_REJECT_UNAUTHORIZED', true, "Verify the Redis TLS certificate; `false` for Heroku Redis's self-signed one."),
   mongodbUri: url('MONGODB_URI', 'mongodb://127.0.0.1:27017/feedback', ['mongodb:', 'mongodb+srv:'], 'MongoDB; the path names the database (default `feedback`).'),
+  mongodbWriteConcern: oneOf('MONGODB_WRITE_CONCERN', ['server', '1', 'majority'], 'server', "Write concern `w` of the worker's writes (a job completes only once they are acknowledged so): `server` leaves it to `MONGODB_URI` or the server's default (`majority` on a replica set since MongoDB 5.0, `1` standalone); `majority` survives the loss of the primary. See [Production layout](#production-layout)."),
+  mongodbJournal: bool('MONGODB_JOURNAL', false, '`true` asks for journaled writes (`j: true`: on disk before acknowledged); `false` leaves it to the server (MongoDB journals `w: majority` writes by default).'),
+  mongodbReadPreference: oneOf('MONGODB_READ_PREFERENCE', ['primary', 'primaryPreferred', 'secondary', 'secondaryPreferred', 'nearest'], 'primary', "Read preference of reads that tolerate lag (stored API keys, dead-letter listings); reads the order depends on (the worker's record lookups, the order floor) always go to the primary."),
   mongodbTimeoutMs: int('MONGODB_TIMEOUT_MS', { default: 5_000, min: 100, max: 600_000, unit: 'ms' }, "The MongoDB driver's server selection and connect timeout; its sockets time out after 6× this (at least 30 s)."),
   apiKeys: text('API_KEYS', '', 'Comma-separated `name:secret` or `name:sha256:<hex digest of the secret>`; the name is the default `user_id`. Never logged.', { type: 'list' }),
   adminApiKeyNames: text('ADMIN_API_KEY_NAMES', '', 'Comma-separated names from `API_KEYS` whose keys carry the admin scope (`/admin/...`). Stored keys get it with `npm run keys -- create --admin`.', { type: 'list' }),

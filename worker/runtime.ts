@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../shared/config.js';
 import { createDeadLetterStore } from '../shared/dead-letters.js';
 import type { Logger } from '../shared/logger.js';
-import { createMongo, type MongoHandle } from '../shared/mongo.js';
+import { createMongo, primaryDb, type MongoHandle } from '../shared/mongo.js';
 import { sleep } from '../shared/process.js';
 import { logConnections } from '../shared/redact-url.js';
 import { checkEvictionPolicy, checkPersistence, createRedis } from '../shared/redis.js';
@@ -68,7 +68,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     if (ownMongo) await mongo.close();
     throw err;
   });
-  const writer = createFeedbackWriter({ db: mongo.db, logger, profile, leaseMs: config.writeLeaseMs });
+  const writer = createFeedbackWriter({ db: primaryDb(mongo), logger, profile, leaseMs: config.writeLeaseMs });
   const redis = createRedis(config, 'worker', logger);
   void checkEvictionPolicy(redis, logger);
   void checkPersistence(redis, logger);

@@ -17,6 +17,8 @@ export interface Options {
   burstDrainS: number;
   /** Seconds of the sustained scenario (0 skips it). */
   sustainedS: number;
+  /** Seconds of each accept run of the scale scenario (0 skips it). */
+  scaleS: number;
   env: Record<string, string>;
   cpuProf: boolean;
   logs: boolean;
@@ -49,6 +51,9 @@ export const HELP = `usage: npm run bench -- [options]
   --sustained S           seconds of load at half the project's max accept rate (the median of its
                           accept rounds in this run) with the worker live, sampling the backlog
                           every second (default 60; 0 skips it)
+  --scale S               seconds of each accept run of the scale scenario (default 10, --quick 3;
+                          0 skips it): WEB_CONCURRENCY=2 against 1, then the writes each queued
+                          drained by 2 worker processes against 1, alternating, --rounds rounds
   --designs a,b           subset of ${DESIGNS.join(',')}
   --loadgen G             wrk (default: C, one thread, leaves the server the cores) or autocannon
                           for the timed rounds; bursts and seeding always use autocannon
@@ -80,6 +85,7 @@ export function parseArgs(argv: readonly string[]): Options {
     drainS: quick ? 10 : 15,
     burstDrainS: quick ? 15 : 120,
     sustainedS: quick ? 10 : 60,
+    scaleS: quick ? 3 : 10,
     env: {},
     cpuProf: false,
     logs: false,
@@ -138,6 +144,9 @@ export function parseArgs(argv: readonly string[]): Options {
         break;
       case '--sustained':
         o.sustainedS = num(a, next(), 0, 3600);
+        break;
+      case '--scale':
+        o.scaleS = num(a, next(), 0, 600);
         break;
       case '--designs': {
         const list = (next() ?? '').split(',').map((s) => s.trim());
