@@ -248,6 +248,8 @@ export interface RedisClusterHandle {
   readonly nodes: readonly ManagedServer[];
   /** `host:port,…` of every node: the value of `REDIS_CLUSTER_NODES`. */
   readonly nodesSetting: string;
+  /** Hash slot of `key` (asks a live node). */
+  slotOf(key: string): Promise<number>;
   /** The node serving `slot` as master now (asks a live node). */
   masterOf(slot: number): Promise<ManagedServer>;
   /** Polls until every live node says `cluster_state:ok`, every slot has a live master and every live replica is in sync. */
@@ -313,6 +315,13 @@ export async function startRedisCluster(options: { masters?: number; replicasPer
   const handle: RedisClusterHandle = {
     nodes,
     nodesSetting: nodes.map((n) => `127.0.0.1:${n.port}`).join(','),
+    async slotOf(key) {
+      for (const n of nodes) {
+        const out = await execRedisCli(['-p', String(n.port), 'cluster', 'keyslot', key], 2_000).catch(() => undefined);
+        if (out !== undefined && /^\d+$/.test(out.trim())) return Number(out.trim());
+      }
+      throw new Error('no cluster node answers CLUSTER KEYSLOT');
+    },
     async masterOf(slot) {
       const range = (await slotMasters()).find((r) => r.from <= slot && slot <= r.to);
       const node = range === undefined ? undefined : byPort.get(range.port);
