@@ -174,6 +174,13 @@ export class Cluster {
     return this.observerQueues;
   }
 
+  /** The test's own cluster client (with `redisCluster`; waits through failovers). */
+  clusterClient(): RedisCluster {
+    this.queues();
+    if (this.clusterObserver === undefined) throw new Error('not on a Redis Cluster');
+    return this.clusterObserver;
+  }
+
   /** Jobs not finished yet, over every shard: waiting, active, delayed, prioritized. */
   async pendingJobs(): Promise<number> {
     return this.queues().count('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');

@@ -16,8 +16,11 @@ async function drained(c: Cluster, timeoutMs: number): Promise<void> {
   await until(async () => ((await c.pendingJobs()) === 0 ? true : undefined), timeoutMs, 'every shard to drain', 250);
 }
 
-/** Ledger problems that only a lost write explains (its version, or a later one, never arrived). */
-const LOSS = /is not stored|is not the last acknowledged/;
+/**
+ * Ledger problems that only a lost write explains (its version, or a later one, never arrived).
+ * The ledger lists 40 problems at most; the loss figure itself comes from the counts.
+ */
+const LOSS = /is not stored|is not the last acknowledged|more problems not listed/;
 
 function assertNoDuplicateOrStray(r: LedgerReport): void {
   assert.equal(r.outcomes.pending, 0);
@@ -76,6 +79,12 @@ describe('fault scenarios on a Redis Cluster (3 masters + 3 replicas, 6 queue sh
   /**
    * Kills (SIGKILL) the master holding shard 0 while a burst runs, lets the cluster promote its
    * replica, then restarts the killed node (as a supervisor would), which rejoins as a replica.
+   *
+   * On loopback a replica trails its master by well under a millisecond, so a plain kill almost
+   * never catches a write the replica lacks. Here the replica lags as a slow link would make it:
+   * it is frozen (SIGSTOP) and a ballast larger than the kernel's socket buffers (tcp_rmem max
+   * 32 MiB here) is written to the master in the shard's slot, so that the writes after it wait in
+   * the master's memory, not in a socket the replica reads once thawed. The kill then loses them.
    */
   async function masterKilledMidBurst(c: Cluster, l: Ledger, title: string, minReplicasAck: number) {
     const procs = await Promise.all([c.startApi(), c.startWorker(), c.startWorker()]);
@@ -86,7 +95,15 @@ describe('fault scenarios on a Redis Cluster (3 masters + 3 replicas, 6 queue sh
     const nodes = c.redisNodes!;
     const shard0 = c.queues().shards[0]!.shard;
     const victim = await nodes.masterOf(await nodes.slotOf(shard0.slotKey));
+    const [replica] = await nodes.replicasOf(victim);
+    assert.ok(replica !== undefined, 'the master of shard 0 has no replica');
+    replica.pause();
+    const ballast = 'x'.repeat(32 * 1024 * 1024);
+    for (let i = 0; i < 2; i++) await c.clusterClient().set(`${shard0.prefix}:test-ballast-${i}`, ballast);
+    const laggingFrom = Date.now();
+    await until(() => (l.entries.filter((e) => e.startedAt > laggingFrom && e.endedAt !== undefined).length >= 80 ? true : undefined), 30_000, '80 writes answered while the replica lags', 10);
     await victim.kill();
+    replica.resume();
     const killedAt = Date.now();
     await nodes.waitHealthy(30_000);
     const promotedAt = Date.now();
@@ -98,18 +115,21 @@ describe('fault scenarios on a Redis Cluster (3 masters + 3 replicas, 6 queue sh
     await until(() => (l.entries.filter((e) => e.startedAt > settledAt && e.endedAt !== undefined).length >= 100 ? true : undefined), 60_000, '100 writes answered after the cluster healed', 20);
     run.stop();
     await run.done;
-    await drained(c, 120_000);
+    // Jobs whose locks lapsed while the cluster was down run again after the stalled check, and
+    // responses that raced ahead of their records retry with backoff: allow for a loaded machine.
+    await drained(c, 180_000);
     const r = await l.verify(c.db());
     const during = l.entries.filter((e) => e.startedAt >= killedAt && e.startedAt < rejoinedAt);
     const after = l.entries.filter((e) => e.startedAt > settledAt);
-    const lost = r.problems.filter((p) => LOSS.test(p));
+    const figures0 = ledgerFigures('', r);
+    const lost = figures0.lost;
     const figures = {
       min_replicas_ack: minReplicasAck,
       failover_seconds: Math.round((promotedAt - killedAt) / 100) / 10,
       requests_during_failover: during.length,
       answers_503_during_failover: during.filter((e) => e.status === 503).length,
       acknowledged_during_failover: during.filter((e) => e.outcome === 'acked').length,
-      acknowledged_writes_lost: lost.length,
+      acknowledged_writes_lost: lost,
     };
     recordScenario(title, ledgerFigures(`Redis Cluster master SIGKILL mid-burst, REDIS_MIN_REPLICAS_ACK=${minReplicasAck}`, r, figures));
     saveLossFigure(`failover-ack${minReplicasAck}`, { ...figures, requests: r.requests, acknowledged: r.acknowledged });
@@ -122,7 +142,6 @@ describe('fault scenarios on a Redis Cluster (3 masters + 3 replicas, 6 queue sh
     assert.ok(procs.every((p) => p.alive()), 'a process died');
     assert.ok(workers.some((w) => w.lines.some((ln) => msg('job stored')(ln) && ln.at > rejoinedAt)), 'no worker stored anything after the failover');
     assert.equal(await c.failedJobs(), 0);
-    assert.deepEqual(await c.deadLetters(), []);
     assertNoUnhandled(procs);
     return { r, lost };
   }
@@ -132,15 +151,21 @@ describe('fault scenarios on a Redis Cluster (3 masters + 3 replicas, 6 queue sh
     const l = (ledger = new Ledger('cfw'));
     const { r } = await masterKilledMidBurst(c, l, this.test!.fullTitle(), 1);
     assertBalanced(r);
+    assert.deepEqual(await c.deadLetters(), []);
   });
 
   it('kill -9 of a master mid-burst without REDIS_MIN_REPLICAS_ACK: what asynchronous replication loses (figure saved), nothing duplicated, order kept', async function () {
-    const c = (cluster = await new Cluster({ label: 'cluster-failover-async', redisCluster: true }).start());
+    // A response to a lost record waits for it, then is dead-lettered: few, quick attempts.
+    const c = (cluster = await new Cluster({ label: 'cluster-failover-async', redisCluster: true, env: { JOB_ATTEMPTS: '3', JOB_BACKOFF_MS: '200' } }).start());
     const l = (ledger = new Ledger('cfa'));
     const { r, lost } = await masterKilledMidBurst(c, l, this.test!.fullTitle(), 0);
-    // Losing acknowledged writes is what this setting allows; anything else is a bug.
-    assert.deepEqual(r.problems.filter((p) => !LOSS.test(p)), [], 'problems other than lost writes');
-    assert.ok(lost.length <= r.acknowledged);
+    // Losing acknowledged writes is what this setting allows, and with a lost record its later
+    // responses (dead-lettered as record_not_stored); anything else is a bug.
+    const stored = new Set((await c.db().collection<{ _id: string }>('feedback_records').find({}, { projection: { _id: 1 } }).toArray()).map((d) => d._id));
+    const letters = await c.deadLetters();
+    assert.deepEqual(letters.filter((d) => d['reason'] !== 'record_not_stored' || stored.has(String(d['record_id']))).map((d) => `${String(d._id)}: ${String(d['reason'])}`), [], 'dead letters other than responses to lost records');
+    assert.deepEqual(r.problems.filter((p) => !LOSS.test(p) && !/unexpected dead letter/.test(p)), [], 'problems other than lost writes');
+    assert.ok(lost <= r.acknowledged);
     assertNoDuplicateOrStray(r);
   });
 });

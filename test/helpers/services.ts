@@ -248,6 +248,8 @@ export interface RedisClusterHandle {
   readonly nodes: readonly ManagedServer[];
   /** `host:port,…` of every node: the value of `REDIS_CLUSTER_NODES`. */
   readonly nodesSetting: string;
+  /** The replicas of a master, from its INFO replication. */
+  replicasOf(master: ManagedServer): Promise<ManagedServer[]>;
   /** Hash slot of `key` (asks a live node). */
   slotOf(key: string): Promise<number>;
   /** The node serving `slot` as master now (asks a live node). */
@@ -315,6 +317,10 @@ export async function startRedisCluster(options: { masters?: number; replicasPer
   const handle: RedisClusterHandle = {
     nodes,
     nodesSetting: nodes.map((n) => `127.0.0.1:${n.port}`).join(','),
+    async replicasOf(master) {
+      const info = await execRedisCli(['-p', String(master.port), 'info', 'replication'], 2_000);
+      return [...info.matchAll(/slave\d+:ip=[^,]+,port=(\d+)/g)].map((m) => byPort.get(Number(m[1]))).filter((n): n is ManagedServer => n !== undefined);
+    },
     async slotOf(key) {
       for (const n of nodes) {
         const out = await execRedisCli(['-p', String(n.port), 'cluster', 'keyslot', key], 2_000).catch(() => undefined);
