@@ -3,7 +3,7 @@ import { OUTCOME_UNKNOWN_MESSAGE } from '../../api/enqueuer.js';
 import { decodeJob } from '../../shared/job-payload.js';
 import { shardOf } from '../../shared/redis-keys.js';
 import { startRedisCluster, type RedisClusterHandle } from '../helpers/services.js';
-import { testConfig } from '../helpers/env.js';
+import { TEST_KEY, testConfig } from '../helpers/env.js';
 import { eventually, recordBody, records, responses, startStack, type Stack } from '../helpers/stack.js';
 
 /** Hash slot of a key (CRC16 of its hash tag), as Redis Cluster computes it. */
@@ -17,7 +17,7 @@ describe('Redis Cluster (3 masters + 3 replicas, real redis-server)', function (
   let cluster: RedisClusterHandle;
   const stacks: Stack[] = [];
   const onCluster = (env: Record<string, string> = {}) =>
-    startStack(testConfig({ REDIS_CLUSTER_NODES: cluster.nodesSetting, RATE_LIMIT_PER_MINUTE: '1000', ...env }), { worker: false }).then(async (s) => {
+    startStack(testConfig({ REDIS_CLUSTER_NODES: cluster.nodesSetting, RATE_LIMIT_PER_MINUTE: '1000', ADMIN_API_KEY_NAMES: TEST_KEY.name, ...env }), { worker: false }).then(async (s) => {
       stacks.push(s);
       // The API starts before its cluster client has read the slot map (it answers 503 until then).
       await eventually(async () => (s.api.redis.status === 'ready' ? true : undefined), 10_000, 'the cluster client ready');
@@ -74,6 +74,11 @@ describe('Redis Cluster (3 masters + 3 replicas, real redis-server)', function (
     const total = await stack.api.queues.count('waiting');
     expect(waiting).to.equal(total);
     expect(total).to.be.greaterThan(0);
+    // The dashboard lists one queue per shard, each with its own jobs.
+    const board = await stack.request('/admin/queues/api/queues?status=waiting', { method: 'GET', headers: { Authorization: `Bearer ${TEST_KEY.secret}` } });
+    expect(board.status).to.equal(200);
+    const listed = board.body.queues as { name: string }[];
+    expect(listed.map((q) => q.name).sort()).to.deep.equal([0, 1, 2, 3, 4, 5].map((i) => `shard-${i}-${stack.config.queueName}`));
 
     await stack.startWorker();
     expect(stack.worker!.workers).to.have.length(6);
