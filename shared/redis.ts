@@ -29,9 +29,10 @@ function redisOptions(config: RedisConfig, role: RedisRole): Omit<RedisOptions, 
 
 /**
  * A Redis Cluster client with the role's behaviour on every node connection. The producer's
- * commands still fail at once while their node is unreachable (no offline queue) and time out
- * after `commandTimeout`, so a failover shows as 503s, never as hanging requests; a moved slot
- * (the replica promoted) is followed by ioredis after a fresh read of the slot map.
+ * commands fail at once while the cluster client is not ready (no offline queue); ioredis always
+ * queues on a node connection that is reconnecting, so there `commandTimeout` bounds them: a
+ * failover shows as 503s, never as hanging requests. A moved slot (the replica promoted) is
+ * followed by ioredis after a fresh read of the slot map.
  */
 function createCluster(config: RedisConfig, role: RedisRole, options: Pick<RedisOptions, 'commandTimeout'>): Cluster {
   const { retryStrategy, enableOfflineQueue, ...nodeOptions } = redisOptions(config, role);
