@@ -19,7 +19,7 @@ import { encodeJob } from '../shared/job-payload.js';
 import { createLogger } from '../shared/logger.js';
 import { COLLECTIONS, mongoClientOptions } from '../shared/mongo.js';
 import { createOrderClock } from '../shared/order-clock.js';
-import { createWriteQueue, WRITE_JOB_NAME } from '../shared/queue.js';
+import { createWriteQueues, WRITE_JOB_NAME } from '../shared/queue.js';
 import { createRedis } from '../shared/redis.js';
 import type { RecordWrite, ResponseWrite, Write } from '../shared/schemas.js';
 import { startFerretDb, startRedis, type ManagedServer } from '../test/helpers/services.js';
@@ -267,7 +267,8 @@ async function drain(redisUrl: string, mon: Monitor, dbName: string, burst: Burs
   const config: Config = loadConfig({ REDIS_URL: redisUrl, MONGODB_URI: `${storeUrl}/${dbName}`, QUEUE_NAME: queueName, LOG_LEVEL: 'warn' });
   const logger = createLogger({ level: 'warn', name: 'bench-drain-worker', destination: process.stderr });
   const producer = createRedis(config, 'producer', logger);
-  const queue = createWriteQueue(config, producer);
+  // One shard (QUEUE_SHARDS defaults to 1 on one Redis): the worker drains what this queue holds.
+  const queue = createWriteQueues(config, producer).shards[0]!.queue;
   let jobs = 0;
   for (let i = 0; i < burst.writes.length; i += JOB_WRITES) {
     await queue.add(WRITE_JOB_NAME, await encodeJob(burst.writes.slice(i, i + JOB_WRITES), config.queueCompression));
