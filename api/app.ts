@@ -26,7 +26,7 @@ import { getHealthz, getMetrics, getReadyz } from './routes/service.js';
 import { createOpenApiDocument } from './openapi.js';
 import { getOpenApi } from './routes/openapi.js';
 import { createDashboard } from './dashboard.js';
-import type { WriteQueue } from '../shared/queue.js';
+import type { WriteQueues } from '../shared/queue.js';
 
 interface AppDeps {
   readonly logger: Logger;
@@ -46,8 +46,8 @@ interface AppDeps {
   readonly rateLimit?: Middleware;
   /** The dead-letter tools behind `/admin/dead-letters` (admin scope); absent = not mounted (the benchmark's servers). */
   readonly deadLetters?: DeadLetterAdmin;
-  /** The queue shown by the bull-board dashboard under `/admin/queues` (admin scope); absent = not mounted. */
-  readonly dashboardQueue?: WriteQueue;
+  /** The queues (one per shard) shown by the bull-board dashboard under `/admin/queues` (admin scope); absent = not mounted. */
+  readonly dashboardQueues?: WriteQueues;
   /**
    * Browser feedback tokens: `POST /feedback-tokens` mints them, `POST /feedback-response` takes
    * them; `maxTtlSeconds` is `FEEDBACK_TOKEN_MAX_TTL_SECONDS`. Absent = neither (the benchmark's servers).
@@ -122,10 +122,10 @@ export function createApp(deps: AppDeps): Koa {
   });
   app.use(router.routes());
   // Below the router: only a request no route matched reaches the dashboard, never a write.
-  if (deps.dashboardQueue !== undefined) {
+  if (deps.dashboardQueues !== undefined) {
     const keys = deps.keys;
     app.use(createDashboard({
-      queue: deps.dashboardQueue,
+      queues: deps.dashboardQueues,
       authorize: (token) => {
         const key = keys.verify(token);
         return key === undefined ? 'unknown' : key.admin ? 'admin' : 'forbidden';

@@ -1,5 +1,5 @@
 import type { Logger } from '../shared/logger.js';
-import type { WriteQueue } from '../shared/queue.js';
+import type { WriteQueues } from '../shared/queue.js';
 
 interface BacklogState {
   /** Waiting + delayed + prioritized jobs at the last poll; undefined before the first one. */
@@ -20,15 +20,16 @@ export interface BacklogMonitor {
  * Reads the backlog every `pollMs` instead of per request: a count per request would cost a
  * Redis round trip on the hot path, and the ceiling only needs to be roughly right.
  */
-export function createBacklogMonitor(options: { queue: WriteQueue; maxJobs: number; pollMs: number; logger: Logger }): BacklogMonitor {
-  const { queue, maxJobs, pollMs, logger } = options;
+export function createBacklogMonitor(options: { queues: Pick<WriteQueues, 'count'>; maxJobs: number; pollMs: number; logger: Logger }): BacklogMonitor {
+  const { queues, maxJobs, pollMs, logger } = options;
   let current: BacklogState = { jobs: undefined, redisReachable: false, overloaded: false };
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
 
   async function refresh(): Promise<BacklogState> {
     try {
-      const jobs = await queue.getJobCountByTypes('waiting', 'delayed', 'prioritized');
+      // Summed over the shards: the ceiling bounds what Redis holds in all, not per shard.
+      const jobs = await queues.count('waiting', 'delayed', 'prioritized');
       const overloaded = jobs >= maxJobs;
       if (overloaded && !current.overloaded) logger.warn({ jobs, maxJobs }, 'backlog above ceiling: refusing writes with 503 overloaded');
       current = { jobs, redisReachable: true, overloaded };

@@ -5,13 +5,14 @@ import type { Middleware } from 'koa';
 import { AppError } from '../shared/errors.js';
 import { bearerToken } from './middleware/auth.js';
 import { decodeJob } from '../shared/job-payload.js';
-import type { WriteQueue } from '../shared/queue.js';
+import type { WriteQueues } from '../shared/queue.js';
 
 /** Where the queue dashboard (bull-board) is mounted. */
 const DASHBOARD_PATH = '/admin/queues';
 
 interface DashboardOptions {
-  readonly queue: WriteQueue;
+  /** Every shard is one queue of the dashboard. */
+  readonly queues: WriteQueues;
   /**
    * Decides who may see the dashboard: receives the presented token (from `Authorization: Bearer`
    * or, so that a browser can log in, the password of `Authorization: Basic`) and answers whether
@@ -44,12 +45,23 @@ export function presentedToken(header: string): string | undefined {
 export function createDashboard(options: DashboardOptions): Middleware {
   const adapter = new KoaAdapter();
   adapter.setBasePath(DASHBOARD_PATH);
-  const queue = new BullMQAdapter(options.queue, { readOnlyMode: false, allowRetries: true, description: 'writes accepted by the API, waiting for the worker' });
-  queue.setFormatter('data', (data: unknown) => {
-    const decoded = decodeJob(data);
-    return decoded.ok ? { v: (data as { v: number }).v, writes: decoded.writes } : data;
+  const sharded = options.queues.shards.length > 1;
+  const queues = options.queues.shards.map(({ shard, queue }) => {
+    // bull-board tells queues apart by name, and the shards share QUEUE_NAME: the adapter's
+    // display prefix names the shard.
+    const adapter = new BullMQAdapter(queue, {
+      readOnlyMode: false,
+      allowRetries: true,
+      ...(sharded ? { prefix: `shard-${shard.index}-` } : {}),
+      description: sharded ? `writes of shard ${shard.index} (Redis prefix ${shard.prefix}), waiting for the worker` : 'writes accepted by the API, waiting for the worker',
+    });
+    adapter.setFormatter('data', (data: unknown) => {
+      const decoded = decodeJob(data);
+      return decoded.ok ? { v: (data as { v: number }).v, writes: decoded.writes } : data;
+    });
+    return adapter;
   });
-  createBullBoard({ queues: [queue], serverAdapter: adapter, options: { uiConfig: { boardTitle: 'feedback-ingest' } } });
+  createBullBoard({ queues, serverAdapter: adapter, options: { uiConfig: { boardTitle: 'feedback-ingest' } } });
   const board = adapter.registerPlugin();
 
   return async (ctx, next) => {

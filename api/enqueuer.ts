@@ -4,7 +4,7 @@ import type { Logger } from '../shared/logger.js';
 import { encodeJob, type JobCompression } from '../shared/job-payload.js';
 import type { OrderClock } from '../shared/order-clock.js';
 import type { Write } from '../shared/schemas.js';
-import { WRITE_JOB_NAME, type WriteQueue } from '../shared/queue.js';
+import { WRITE_JOB_NAME, type ShardQueue, type WriteQueues } from '../shared/queue.js';
 import type { ApiMetrics } from './metrics.js';
 
 export interface EnqueueReceipt {
@@ -28,8 +28,18 @@ export interface Enqueuer {
   drain(): Promise<void>;
 }
 
+/** `REDIS_MIN_REPLICAS_ACK`: a job counts as queued once this many replicas confirmed it. */
+interface ReplicaAck {
+  readonly min: number;
+  /** Redis `WAIT` on the connection that added the shard's job; resolves with the replicas that confirmed. */
+  confirm(shard: ShardQueue): Promise<number>;
+}
+
 interface EnqueuerOptions {
-  readonly queue: WriteQueue;
+  /** The shard queues; a write goes to its record's shard, and each shard has its own group commit. */
+  readonly queues: WriteQueues;
+  /** Absent or `min: 0`: a job is queued once its master acknowledged it. */
+  readonly replicaAck?: ReplicaAck;
   readonly logger: Logger;
   readonly metrics: ApiMetrics;
   readonly clock: OrderClock;
@@ -63,6 +73,14 @@ const NOT_QUEUED_MESSAGE = 'the write was not queued (it was never sent to Redis
  */
 export const OUTCOME_UNKNOWN_MESSAGE = 'the write may or may not have been queued (Redis did not acknowledge it); retry with the same Idempotency-Key';
 
+/** Thrown when fewer replicas than `REDIS_MIN_REPLICAS_ACK` confirmed a job that the master holds. */
+class ReplicaAckError extends Error {
+  constructor(confirmed: number, min: number) {
+    super(`${confirmed} of ${min} replicas confirmed the job`);
+    this.name = 'ReplicaAckError';
+  }
+}
+
 interface Item {
   readonly write: Write;
   readonly bytes: number;
@@ -73,49 +91,71 @@ interface Item {
  * instead of one per write.
  */
 export function createBatchingEnqueuer(options: EnqueuerOptions): Enqueuer {
-  const { queue, logger, metrics, clock, retryAfterSeconds, compression } = options;
+  const { queues, logger, metrics, clock, retryAfterSeconds, compression, replicaAck } = options;
   const retryAfter = { 'Retry-After': String(retryAfterSeconds) };
   const unavailable = (message: string, cause?: unknown) => new AppError('queue_unavailable', message, { headers: retryAfter, cause });
 
-  const jobs = createGroupCommit<Item, EnqueueReceipt>({
-    maxItems: options.maxItems,
-    maxWeight: options.maxBytes,
-    weight: (item) => item.bytes,
-    maxInFlight: options.maxInFlight,
-    async commit(batch) {
-      const started = process.hrtime.bigint();
-      try {
-        const job = await queue.add(WRITE_JOB_NAME, await encodeJob(batch.map((i) => i.write), compression));
-        if (job.id === undefined) throw new Error('BullMQ returned a job without id');
-        const jobId = job.id;
-        metrics.enqueueSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
-        metrics.batchSize.observe(batch.length);
-        return batch.map((item, index) => ({ jobId, index, seq: item.write.seq! }));
-      } catch (err) {
-        logger.warn({ err: (err as Error).message, writes: batch.length }, 'enqueue failed');
-        // ioredis refuses a command it cannot write (no connection, no offline queue): the job was
-        // never sent. Anything else (a timeout, a connection lost mid-command) cannot un-send the
-        // job: it may still be queued. The client retries with the same Idempotency-Key; the
-        // write's order, minted before, keeps a late copy from overwriting anything accepted after it.
-        if (NOT_SENT.test((err as Error).message)) throw unavailable(`${NOT_QUEUED_MESSAGE}; retry later`, err);
-        throw unavailable(OUTCOME_UNKNOWN_MESSAGE, err);
+  const commitTo = (shard: ShardQueue) => async (batch: readonly Item[]): Promise<EnqueueReceipt[]> => {
+    const started = process.hrtime.bigint();
+    try {
+      const job = await shard.queue.add(WRITE_JOB_NAME, await encodeJob(batch.map((i) => i.write), compression));
+      if (job.id === undefined) throw new Error('BullMQ returned a job without id');
+      const jobId = job.id;
+      if (replicaAck !== undefined && replicaAck.min > 0) {
+        // The master holds the job; a failover before a replica has it would lose it. Too few
+        // confirmations is "outcome unknown": the job may well survive (and is then stored once).
+        const confirmed = await replicaAck.confirm(shard);
+        if (confirmed < replicaAck.min) throw new ReplicaAckError(confirmed, replicaAck.min);
       }
-    },
-  });
+      metrics.enqueueSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
+      metrics.batchSize.observe(batch.length);
+      return batch.map((item, index) => ({ jobId, index, seq: item.write.seq! }));
+    } catch (err) {
+      logger.warn({ err: (err as Error).message, writes: batch.length, shard: shard.shard.label }, 'enqueue failed');
+      // ioredis refuses a command it cannot write (no connection, no offline queue): the job was
+      // never sent. Anything else (a timeout, a connection lost mid-command, too few replicas)
+      // cannot un-send the job: it may still be queued. The client retries with the same
+      // Idempotency-Key; the write's order, minted before, keeps a late copy from overwriting
+      // anything accepted after it.
+      if (!(err instanceof ReplicaAckError) && NOT_SENT.test((err as Error).message)) throw unavailable(`${NOT_QUEUED_MESSAGE}; retry later`, err);
+      throw unavailable(OUTCOME_UNKNOWN_MESSAGE, err);
+    }
+  };
+
+  // One group commit per shard: a job carries writes of one shard only. BATCH_MAX_IN_FLIGHT
+  // applies per shard, so shards on different masters are written in parallel.
+  const perShard = queues.shards.map((shard) =>
+    createGroupCommit<Item, EnqueueReceipt>({
+      maxItems: options.maxItems,
+      maxWeight: options.maxBytes,
+      weight: (item) => item.bytes,
+      maxInFlight: options.maxInFlight,
+      commit: commitTo(shard),
+    }),
+  );
 
   const expired = () => unavailable(`${NOT_QUEUED_MESSAGE} in time; retry later`);
 
   return {
     enqueue(write, bytes) {
-      const waiting = jobs.waiting();
-      if (waiting.items >= options.maxPendingWrites || waiting.weight + bytes > options.maxPendingBytes) {
+      let items = 0;
+      let weight = 0;
+      for (const jobs of perShard) {
+        const w = jobs.waiting();
+        items += w.items;
+        weight += w.weight;
+      }
+      if (items >= options.maxPendingWrites || weight + bytes > options.maxPendingBytes) {
         return Promise.reject(
           new AppError('overloaded', 'this API process holds too many writes waiting for Redis; retry later', { headers: retryAfter }),
         );
       }
       const ordered: Write = { ...write, seq: clock.next() };
+      const jobs = perShard[queues.forRecord(write.record_id).shard.index]!;
       return jobs.submit({ write: ordered, bytes }, { deadline: Date.now() + options.timeoutMs, expired });
     },
-    drain: () => jobs.drain(),
+    drain: async () => {
+      await Promise.all(perShard.map((jobs) => jobs.drain()));
+    },
   };
 }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../shared/redis.js';
 
 type IdempotencyBegin =
   | { readonly state: 'new' }
@@ -33,7 +33,7 @@ export function requestFingerprint(endpoint: string, body: unknown): string {
  * (`SET NX GET`, Redis >= 7): "p:<fp>" while the first request runs (short TTL, so a crash
  * cannot block the key for a day), then "d:<fp>:<json body>" for the TTL.
  */
-export function createIdempotencyStore(options: { redis: Redis; prefix: string; ttlSeconds: number; pendingTtlSeconds: number }): IdempotencyStore {
+export function createIdempotencyStore(options: { redis: RedisClient; prefix: string; ttlSeconds: number; pendingTtlSeconds: number }): IdempotencyStore {
   const { redis, prefix, ttlSeconds, pendingTtlSeconds } = options;
   const redisKey = (apiKey: string, key: string) =>
     `${prefix}:idem:${createHash('sha256').update(apiKey).update('\0').update(key).digest('base64url')}`;

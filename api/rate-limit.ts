@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../shared/redis.js';
 import type { Middleware } from 'koa';
 import { RateLimiterRedis, RateLimiterRes, RLWrapperTimeouts } from 'rate-limiter-flexible';
 import { AppError } from '../shared/errors.js';
@@ -10,8 +10,8 @@ const WINDOW_SECONDS = 60;
 
 interface RateLimiterOptions {
   /** The API's producer connection (no offline queue, so a check fails at once while Redis is down). */
-  readonly redis: Redis;
-  /** Namespace of the counters, `<prefix>:ratelimit:<key name>`; per queue name, like the idempotency keys. */
+  readonly redis: RedisClient;
+  /** Namespace of the counters, `<prefix>:ratelimit:<key name>` (shared/redis-keys.ts `appKeyPrefix`), like the idempotency keys. */
   readonly prefix: string;
   /** Requests per minute for a key without its own limit; 0 = no limit. */
   readonly defaultPerMinute: number;

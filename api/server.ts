@@ -2,13 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { createServer, STATUS_CODES, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { AddressInfo } from 'node:net';
-import type { Redis } from 'ioredis';
 import type { Config } from '../shared/config.js';
 import { ErrorCode } from '../shared/errors.js';
 import { createIdMinter } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
-import { createWriteQueue, type WriteQueue } from '../shared/queue.js';
-import { checkEvictionPolicy, checkPersistence, createRedis } from '../shared/redis.js';
+import { createWriteQueues, type WriteQueue, type WriteQueues } from '../shared/queue.js';
+import { checkEvictionPolicy, checkPersistence, createRedis, type RedisClient } from '../shared/redis.js';
+import { appKeyPrefix } from '../shared/redis-keys.js';
+import { waitForReplicas } from '../shared/replication.js';
 import { createApp } from './app.js';
 import { createBacklogMonitor } from './backlog.js';
 import { assertDevKeyOnLoopback } from './dev-key-guard.js';
@@ -20,7 +21,7 @@ import { chainKeyVerifiers, createKeyVerifier } from './middleware/auth.js';
 import { createKeyStore } from './key-store.js';
 import { createDeadLetterAdmin } from '../shared/dead-letter-admin.js';
 import { createDatasetAdmin } from '../shared/dataset-admin.js';
-import { COLLECTIONS, createMongo } from '../shared/mongo.js';
+import { COLLECTIONS, createMongo, primaryDb } from '../shared/mongo.js';
 import { logConnections } from '../shared/redact-url.js';
 import { createDatasetGate } from './dataset-gate.js';
 import { createDatasetStore } from './dataset-store.js';
@@ -34,8 +35,10 @@ const ORDER_FLOOR_PERSIST_MS = 1_000;
 export interface ApiServer {
   readonly server: Server;
   readonly port: number;
+  readonly queues: WriteQueues;
+  /** The queue of shard 0: the whole write queue unless `QUEUE_SHARDS` > 1 (tests inspect it). */
   readonly queue: WriteQueue;
-  readonly redis: Redis;
+  readonly redis: RedisClient;
   /** Stops accepting, answers what is in flight, flushes queued writes, closes Redis. */
   close(): Promise<void>;
 }
@@ -48,16 +51,16 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   if (config.apiKeys.length === 0) logger.warn('API_KEYS is empty: every write will be refused with 401');
   if (config.idSigningSecretIsDefault) logger.warn('ID_SIGNING_SECRETS is not set: using the development secret (set it in production)');
   const redis = createRedis(config, 'producer', logger);
-  const queue = createWriteQueue(config, redis);
+  const queues = createWriteQueues(config, redis);
   // Without a listener BullMQ prints its connection errors to stderr with console.error (outside
   // the logger). The connection's own errors are already logged by createRedis.
-  queue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
+  for (const { queue } of queues.shards) queue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
   // /metrics reads the queue's depth on a connection of its own whose commands time out after
   // ENQUEUE_TIMEOUT_MS: a slow Redis delays a scrape by that at most, and never queues behind writes.
   const scrapeRedis = createRedis(config, 'producer', logger, { commandTimeout: config.enqueueTimeoutMs });
-  const scrapeQueue = createWriteQueue(config, scrapeRedis);
-  scrapeQueue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
-  const metrics = createApiMetrics({ defaultMetrics: true, queueJobCounts: (...states) => scrapeQueue.getJobCounts(...states) });
+  const scrapeQueues = createWriteQueues(config, scrapeRedis);
+  for (const { queue } of scrapeQueues.shards) queue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
+  const metrics = createApiMetrics({ defaultMetrics: true, queueJobCounts: (...states) => scrapeQueues.counts(...states) });
   // MongoDB serves the stored API keys (loaded in the background, never per request) and the
   // dead-letter tools; writes never touch it.
   const mongo = createMongo(config);
@@ -77,11 +80,12 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
       return doc?.feedback_dataset_id;
     },
   });
-  const backlog = createBacklogMonitor({ queue, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger });
-  const clock = createOrderClock();
-  const orderFloor = createOrderFloor({ db: mongo.db, clock, logger, persistMs: ORDER_FLOOR_PERSIST_MS });
+  const backlog = createBacklogMonitor({ queues, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger });
+  const clock = createOrderClock(config.orderClockNode === undefined ? {} : { node: config.orderClockNode });
+  const orderFloor = createOrderFloor({ db: primaryDb(mongo), clock, logger, persistMs: ORDER_FLOOR_PERSIST_MS });
   const enqueuer = createBatchingEnqueuer({
-    queue,
+    queues,
+    replicaAck: { min: config.redisMinReplicasAck, confirm: (shard) => waitForReplicas(redis, shard.shard, config.redisMinReplicasAck, config.redisReplicaAckTimeoutMs) },
     logger,
     metrics,
     clock,
@@ -99,8 +103,8 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
     await enqueuer.drain();
     await orderFloor.close();
     backlog.stop();
-    await queue.close();
-    await scrapeQueue.close();
+    await queues.close();
+    await scrapeQueues.close();
     await redis.quit().catch(() => redis.disconnect());
     await scrapeRedis.quit().catch(() => scrapeRedis.disconnect());
     await keyStore.close();
@@ -115,21 +119,21 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
       keys,
       ids,
       enqueuer,
-      idempotency: createIdempotencyStore({ redis, prefix: `feedback-ingest:${config.queueName}`, ttlSeconds: config.idempotencyTtlSeconds, pendingTtlSeconds: config.idempotencyPendingTtlSeconds }),
+      idempotency: createIdempotencyStore({ redis, prefix: appKeyPrefix(config), ttlSeconds: config.idempotencyTtlSeconds, pendingTtlSeconds: config.idempotencyPendingTtlSeconds }),
       backlog,
       bodyLimitBytes: config.bodyLimitBytes,
       batchRequestMaxItems: config.batchRequestMaxItems,
       batchRequestMaxBytes: config.batchRequestMaxBytes,
       retryAfterSeconds: config.retryAfterSeconds,
-      dashboardQueue: queue,
+      dashboardQueues: queues,
       datasets: { gate: datasetGate, admin: datasetAdmin, registry: datasetStore, reload: () => datasetStore.refresh() },
-      deadLetters: createDeadLetterAdmin({ db: mongo.db, queue, compression: config.queueCompression }),
+      deadLetters: createDeadLetterAdmin({ db: mongo.db, queues, compression: config.queueCompression }),
       feedbackTokens: {
         tokens: createFeedbackTokens({ secrets: config.idSigningSecrets, defaultTtlSeconds: config.feedbackTokenTtlSeconds, maxTtlSeconds: config.feedbackTokenMaxTtlSeconds }),
         maxTtlSeconds: config.feedbackTokenMaxTtlSeconds,
       },
       corsOrigins: config.corsOrigins,
-      rateLimit: createRateLimiter({ redis, prefix: `feedback-ingest:${config.queueName}`, defaultPerMinute: config.rateLimitPerMinute, timeoutMs: config.enqueueTimeoutMs, logger, metrics }),
+      rateLimit: createRateLimiter({ redis, prefix: appKeyPrefix(config), defaultPerMinute: config.rateLimitPerMinute, timeoutMs: config.enqueueTimeoutMs, logger, metrics }),
     });
 
     // Redis may be down at start: the API still starts (answering 503) and recovers by itself.
@@ -163,13 +167,14 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
     }
     // Only once bound: a process that says it listens does.
     const port = (server.address() as AddressInfo).port;
-    logger.info({ host: config.host, port, queue: config.queueName, datasets: config.datasets, defined_datasets: datasetStore.size }, 'api listening');
+    logger.info({ host: config.host, port, queue: config.queueName, shards: queues.shards.length, cluster: config.redisClusterNodes.length > 0, min_replicas_ack: config.redisMinReplicasAck, order_node: clock.node, datasets: config.datasets, defined_datasets: datasetStore.size }, 'api listening');
 
     let closing: Promise<void> | undefined;
     return {
       server,
       port,
-      queue,
+      queues,
+      queue: queues.shards[0]!.queue,
       redis,
       close() {
         closing ??= (async () => {

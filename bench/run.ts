@@ -15,11 +15,12 @@ import { hasWrk, runWrk } from './lib/wrk.js';
 import { killAllSync, spawnProc, stopAll, type Proc } from './lib/procs.js';
 import { fmt, median, renderMarkdown, renderSvg, roundRatios, summarize } from './lib/report.js';
 import { freePort, startFerretDbServer, startRedisServer, waitForPort } from './lib/services.js';
-import type { BenchResult, BurstResult, Round, SustainedResult } from './lib/types.js';
+import type { BenchResult, BurstResult, Round, ScaleResult, SustainedResult } from './lib/types.js';
 import { checkFatal, connectStore, drainWithin, mixFor, progress, ROOT, SEED_RECORDS, serverOf, setFatal, sleep, STARTED, until, type Ctx } from './lib/runner.js';
 import { ACCEPT_SCENARIOS } from './scenarios/accept.js';
 import { runBurst } from './scenarios/burst.js';
 import { resetProject, seed } from './scenarios/seed.js';
+import { runScale } from './scenarios/scale.js';
 import { runSustained } from './scenarios/sustained.js';
 
 /**
@@ -116,6 +117,7 @@ async function main(): Promise<void> {
     ferretDirect,
     procs,
     spawnWorker,
+    spawnProject: (name, entry, env) => spawnNode(name, [entry], { ...projectEnv, ...env }),
     ports,
     apiKey,
     redisClient,
@@ -134,6 +136,7 @@ async function main(): Promise<void> {
   const bursts: BurstResult[] = [];
   let sustained: SustainedResult | undefined;
   let sustainedSkipped: string | undefined;
+  let scale: ScaleResult | undefined;
   const machine: Record<string, string | number> = {
     cpus: cpus().length,
     cpuModel: cpus()[0]?.model ?? 'unknown',
@@ -159,6 +162,7 @@ async function main(): Promise<void> {
       bursts,
       ...(sustained === undefined ? {} : { sustained }),
       ...(sustainedSkipped === undefined ? {} : { sustainedSkipped }),
+      ...(scale === undefined ? {} : { scale }),
       medians,
       ratios,
       targets,
@@ -242,11 +246,13 @@ async function main(): Promise<void> {
       }
     }
 
+    if (opts.scaleS > 0) scale = await runScale(ctx, opts.scaleS, opts.rounds);
+
     const { md, jsonPath } = finish(false);
     process.stdout.write(`${md}\n`);
     progress(`wrote ${relative(ROOT, jsonPath)}, ${relative(ROOT, jsonPath.replace(/\.json$/, '.md'))}${opts.quick ? ' (quick run: latest.md/latest.svg left alone)' : ', latest.md, latest.svg'}`);
   } catch (err) {
-    if (rounds.length > 0 || bursts.length > 0 || sustained !== undefined) {
+    if (rounds.length > 0 || bursts.length > 0 || sustained !== undefined || scale !== undefined) {
       try {
         const { jsonPath } = finish(true);
         progress(`partial results in ${relative(ROOT, jsonPath)}`);
@@ -272,6 +278,7 @@ const NOTES = [
   'Redis bytes per queued write: growth of used_memory while the paused run\'s writes wait in the queue, divided by the writes the API answered 200 for; compared with the mean JSON body of the mix.',
   'End-to-end lag: the worker\'s feedback_worker_lag_seconds histogram over the "(d) + worker" run and its drain (interpolated inside buckets).',
   'CPU µs/req: user+system CPU of each process (from /proc) over the run, per accepted request; "foreign" is CPU used by processes outside the benchmark (other jobs on this machine), which makes absolute numbers drift: compare ratios within a round.',
+  'Scale (--scale S): a second and third API of the project, WEB_CONCURRENCY=1 and =2, on their own ports and queue (records only, so the drain never waits on records of another database), loaded in turn by the same wrk for S s per run, their queue paused; then the writes each run queued are drained by 1 or 2 worker processes started for it (timed from resume to an empty queue). The order alternates per round and ratios are taken per round. CPU % is of the whole machine (100% = every core busy): the API column counts a primary and its processes, the store column FerretDB and its PostgreSQL backends.',
   'Sustained load: autocannon at a fixed overall rate (overallRate: each connection sends its share at the start of every second, then waits for the next) of half the median accepted req/s of the (d) worker-paused rounds of the same run, the usual mix, with the worker draining on the same cores. Backlog: unfinished BullMQ jobs (getJobCounts: wait, active, delayed, prioritized, waiting-children) sampled every second on the bench\'s own Redis connection. Offered req/s counts answers of any status and errors. Lag: feedback_worker_lag_seconds of the writes stored during the window (difference of two scrapes of the worker\'s histogram, so only as fine as its buckets).',
 ];
 

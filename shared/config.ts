@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import * as v from 'valibot';
 import { JOB_COMPRESSIONS } from './job-payload.js';
+import { ORDER_CLOCK_NODES } from './order-clock.js';
 
 /** `open`: a dataset without a definition takes any fields and questions; `strict`: it is 404 `dataset_not_found`. */
 export const DATASET_MODES = ['open', 'strict'] as const;
@@ -46,7 +47,7 @@ export interface Setting<TOutput = unknown> {
   readonly doc: string;
 }
 
-type Unit = 'ms' | 's' | 'bytes' | 'jobs' | 'writes' | 'items' | 'attempts' | 'stalls' | 'requests/min';
+type Unit = 'ms' | 's' | 'bytes' | 'jobs' | 'writes' | 'items' | 'attempts' | 'stalls' | 'requests/min' | 'processes' | 'shards' | 'replicas';
 
 const MiB = 1024 * 1024;
 
@@ -74,6 +75,26 @@ function int(env: string, o: { default: number; min: number; max: number; unit?:
     unit: o.unit,
     default: String(o.default),
     ...(o.unit === 'bytes' && o.default >= 1024 ? { defaultReadable: readable(o.default, o.unit) } : {}),
+    doc,
+  };
+}
+
+/** A whole number without a default: unset stays undefined. */
+function optionalInt(env: string, o: { min: number; max: number }, doc: string): Setting<number | undefined> {
+  return {
+    env,
+    schema: v.optional(
+      v.pipe(
+        v.string(),
+        v.regex(/^\d+$/, `${env} must be a whole number`),
+        v.transform(Number),
+        v.minValue(o.min, `${env} must be at least ${o.min}`),
+        v.maxValue(o.max, `${env} must be at most ${o.max}`),
+      ),
+    ),
+    type: `whole number, ${readable(o.min, undefined)}–${readable(o.max, undefined)}`,
+    unit: undefined,
+    default: undefined,
     doc,
   };
 }
@@ -145,10 +166,20 @@ function optionalText(env: string, doc: string, type: string): Setting<string | 
 const SETTINGS = {
   port: int('PORT', { default: 3000, min: 0, max: 65535 }, 'API port; 0 picks a free one (tests).'),
   host: text('HOST', '0.0.0.0', 'API bind address: every interface by default, as platforms that set `PORT` need; `npm start` uses `127.0.0.1` unless set. The API refuses to start with the development key on a non-loopback address.', { type: 'address' }),
+  webConcurrency: int('WEB_CONCURRENCY', { default: 1, min: 1, max: ORDER_CLOCK_NODES, unit: 'processes' }, 'API processes on this host sharing `PORT` (node:cluster: a primary forks them, replaces one that dies, forwards SIGTERM); 1 = a single process, no primary. See [Scaling out](#scaling-out).'),
+  orderClockNode: optionalInt('ORDER_CLOCK_NODE', { min: 0, max: ORDER_CLOCK_NODES - 1 }, "The API process's node number in the acceptance order (`shared/order-clock.ts`), which breaks ties between processes minting in the same ms. Unset: random. With `WEB_CONCURRENCY` > 1 the primary gives its processes consecutive numbers from this one (or a random one), so that no two processes of a host share one."),
   redisUrl: url('REDIS_URL', 'redis://127.0.0.1:6379', ['redis:', 'rediss:'], 'Redis; `rediss://` for TLS.'),
   redisTlsUrl: url('REDIS_TLS_URL', undefined, ['rediss:'], 'Used instead of `REDIS_URL` when set (Heroku).'),
+  redisClusterNodes: text('REDIS_CLUSTER_NODES', '', 'Comma-separated `host:port` of some nodes of a Redis Cluster (any masters or replicas; the rest are discovered). When set, `REDIS_URL` is not used (its scheme still decides TLS). See [Redis Cluster](#redis-cluster).', { type: 'list' }),
+  redisKeyPrefix: text('REDIS_KEY_PREFIX', '', 'Prepended, with a `:`, to every Redis key the service writes (queue, idempotency keys, rate-limit counters), so that several deployments can share one Redis. Unset: the keys of earlier releases (`bull:<QUEUE_NAME>:…`, `feedback-ingest:<QUEUE_NAME>:…`).', { type: '1–64 of `[A-Za-z0-9_.-]`', pattern: [/^[A-Za-z0-9_.-]{0,64}$/, 'REDIS_KEY_PREFIX must be 1-64 of [A-Za-z0-9_.-]'] }),
+  queueShards: int('QUEUE_SHARDS', { default: 0, min: 0, max: 256, unit: 'shards' }, 'BullMQ queues the writes are spread over (by record id); the worker drains them all. 0 = 1 on one Redis, 6 on a Redis Cluster (each shard is one hash slot, so shards spread over masters). Change it only with an empty queue (see [Redis Cluster](#redis-cluster)).'),
+  redisMinReplicasAck: int('REDIS_MIN_REPLICAS_ACK', { default: 0, min: 0, max: 16, unit: 'replicas' }, 'Replicas that must confirm a job (Redis `WAIT`) before the API answers 200; fewer within `REDIS_REPLICA_ACK_TIMEOUT_MS` is 503 `queue_unavailable`. 0 = answer once the master has it. See [What a 200 promises](#what-a-200-promises).'),
+  redisReplicaAckTimeoutMs: int('REDIS_REPLICA_ACK_TIMEOUT_MS', { default: 500, min: 1, max: 60_000, unit: 'ms' }, '`WAIT` timeout of `REDIS_MIN_REPLICAS_ACK`; below `ENQUEUE_TIMEOUT_MS`.'),
   redisTlsRejectUnauthorized: bool('REDIS_TLS_REJECT_UNAUTHORIZED', true, "Verify the Redis TLS certificate; `false` for Heroku Redis's self-signed one."),
   mongodbUri: url('MONGODB_URI', 'mongodb://127.0.0.1:27017/feedback', ['mongodb:', 'mongodb+srv:'], 'MongoDB; the path names the database (default `feedback`).'),
+  mongodbWriteConcern: oneOf('MONGODB_WRITE_CONCERN', ['server', '1', 'majority'], 'server', "Write concern `w` of the worker's writes (a job completes only once they are acknowledged so): `server` leaves it to `MONGODB_URI` or the server's default (`majority` on a replica set since MongoDB 5.0, `1` standalone); `majority` survives the loss of the primary. See [Production layout](#production-layout)."),
+  mongodbJournal: bool('MONGODB_JOURNAL', false, '`true` asks for journaled writes (`j: true`: on disk before acknowledged); `false` leaves it to the server (MongoDB journals `w: majority` writes by default).'),
+  mongodbReadPreference: oneOf('MONGODB_READ_PREFERENCE', ['primary', 'primaryPreferred', 'secondary', 'secondaryPreferred', 'nearest'], 'primary', "Read preference of reads that tolerate lag (stored API keys, dead-letter listings); reads the order depends on (the worker's record lookups, the order floor) always go to the primary."),
   mongodbTimeoutMs: int('MONGODB_TIMEOUT_MS', { default: 5_000, min: 100, max: 600_000, unit: 'ms' }, "The MongoDB driver's server selection and connect timeout; its sockets time out after 6× this (at least 30 s)."),
   apiKeys: text('API_KEYS', '', 'Comma-separated `name:secret` or `name:sha256:<hex digest of the secret>`; the name is the default `user_id`. Never logged.', { type: 'list' }),
   adminApiKeyNames: text('ADMIN_API_KEY_NAMES', '', 'Comma-separated names from `API_KEYS` whose keys carry the admin scope (`/admin/...`). Stored keys get it with `npm run keys -- create --admin`.', { type: 'list' }),
@@ -197,7 +228,10 @@ const SETTINGS = {
 };
 
 /** Settings whose {@link Config} value {@link loadConfig} computes (from them and others) instead of copying. */
-const DERIVED = ['redisUrl', 'redisTlsUrl', 'apiKeys', 'adminApiKeyNames', 'idSigningSecrets', 'corsOrigins'] as const;
+const DERIVED = ['redisUrl', 'redisTlsUrl', 'redisClusterNodes', 'queueShards', 'apiKeys', 'adminApiKeyNames', 'idSigningSecrets', 'corsOrigins'] as const;
+
+/** Shards of the write queue when `QUEUE_SHARDS` is 0, on a Redis Cluster: a few per master of a 3-master cluster. */
+export const DEFAULT_CLUSTER_SHARDS = 6;
 
 type Settings = typeof SETTINGS;
 type Parsed = { readonly [K in keyof Settings]: Settings[K] extends Setting<infer T> ? T : never };
@@ -206,6 +240,10 @@ type Parsed = { readonly [K in keyof Settings]: Settings[K] extends Setting<infe
 export type Config = Omit<Parsed, (typeof DERIVED)[number]> & {
   /** `REDIS_TLS_URL` when set (Heroku), else `REDIS_URL`. */
   readonly redisUrl: string;
+  /** Nodes of the Redis Cluster (`REDIS_CLUSTER_NODES`); empty on a single Redis. */
+  readonly redisClusterNodes: readonly { readonly host: string; readonly port: number }[];
+  /** Queues the writes are spread over (`QUEUE_SHARDS`, 0 resolved). */
+  readonly queueShards: number;
   /** Database name: the path of `MONGODB_URI`, default `feedback`. */
   readonly mongodbDatabase: string;
   readonly apiKeys: readonly ApiKeyConfig[];
@@ -312,10 +350,22 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   if (e.httpHeadersTimeoutMs > e.httpRequestTimeoutMs) {
     throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS', 'must not exceed HTTP_REQUEST_TIMEOUT_MS');
   }
+  if (e.redisMinReplicasAck > 0 && e.redisReplicaAckTimeoutMs >= e.enqueueTimeoutMs) {
+    throw new ConfigError('REDIS_REPLICA_ACK_TIMEOUT_MS', 'must be below ENQUEUE_TIMEOUT_MS (the WAIT runs within the enqueue deadline)');
+  }
+  const redisClusterNodes = commaList(e.redisClusterNodes).map((entry) => {
+    const m = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/.exec(entry);
+    const port = Number(m?.[2]);
+    if (m === null || port < 1 || port > 65535) throw new ConfigError('REDIS_CLUSTER_NODES', `must be comma-separated host:port, got "${entry}"`);
+    return Object.freeze({ host: m[1]!.replace(/^\[|\]$/g, ''), port });
+  });
+  const queueShards = e.queueShards > 0 ? e.queueShards : redisClusterNodes.length > 0 ? DEFAULT_CLUSTER_SHARDS : 1;
   const direct = Object.fromEntries(Object.entries(e).filter(([key]) => !(DERIVED as readonly string[]).includes(key)));
   return Object.freeze({
     ...(direct as Omit<Parsed, (typeof DERIVED)[number]>),
     redisUrl: e.redisTlsUrl ?? e.redisUrl,
+    redisClusterNodes: Object.freeze(redisClusterNodes),
+    queueShards,
     mongodbDatabase,
     apiKeys: Object.freeze(apiKeys),
     adminApiKeyNames: Object.freeze(adminApiKeyNames),

@@ -3,7 +3,7 @@ import * as v from 'valibot';
 import { DeadLetter, DeadLetterReason } from './dead-letters.js';
 import { encodeJob, type JobCompression } from './job-payload.js';
 import { COLLECTIONS } from './mongo.js';
-import { WRITE_JOB_NAME, type WriteQueue } from './queue.js';
+import { WRITE_JOB_NAME, type WriteQueues } from './queue.js';
 import { Write } from './schemas.js';
 
 /** Most dead letters one list call returns; the default is {@link DEFAULT_LIST_LIMIT}. */
@@ -103,8 +103,8 @@ export interface DeadLetterAdmin {
 
 interface DeadLetterAdminOptions {
   readonly db: Db;
-  /** The write queue retried writes go back to. */
-  readonly queue: WriteQueue;
+  /** The write queue retried writes go back to (the shard of their record). */
+  readonly queues: Pick<WriteQueues, 'forRecord'>;
   /** How retried writes are packed (`QUEUE_COMPRESSION`); the worker reads both forms. */
   readonly compression: JobCompression;
 }
@@ -172,7 +172,7 @@ export function createDeadLetterAdmin(options: DeadLetterAdminOptions): DeadLett
     if (!found.ok) return { outcome: 'not_retryable', id, error: found.error };
     let jobId: string | undefined;
     try {
-      const job = await options.queue.add(WRITE_JOB_NAME, await encodeJob([found.write], options.compression));
+      const job = await options.queues.forRecord(found.write.record_id).queue.add(WRITE_JOB_NAME, await encodeJob([found.write], options.compression));
       jobId = job.id;
     } catch (err) {
       throw new DeadLetterQueueError(`could not queue the write again: ${(err as Error).message}`, { cause: err });

@@ -33,16 +33,40 @@ export function mongoClientOptions(): MongoClientOptions {
   return { fieldsAsRaw: Object.create(null) as Record<string, never> };
 }
 
+export type MongoDurabilitySettings = Pick<Config, 'mongodbWriteConcern' | 'mongodbJournal' | 'mongodbReadPreference'>;
+
+/**
+ * Write concern and read preference from the settings. Options given here win over the same
+ * options in `MONGODB_URI`, so a field the operator left to the server (`w=server`, journal
+ * `false`) is not set at all: the URI's value, else the server's default, applies.
+ */
+export function mongoDurabilityOptions(config: MongoDurabilitySettings): MongoClientOptions {
+  const w = config.mongodbWriteConcern === 'server' ? {} : { w: config.mongodbWriteConcern === 'majority' ? ('majority' as const) : 1 };
+  const journal = config.mongodbJournal ? { journal: true } : {};
+  return { ...w, ...journal, readPreference: config.mongodbReadPreference };
+}
+
+/**
+ * The handle's database read from the primary whatever `MONGODB_READ_PREFERENCE` says: for reads
+ * that decide what is written (a record's existence, the order floor), where a lagging secondary
+ * would defer a response or lower an order.
+ */
+export function primaryDb(handle: MongoHandle): Db {
+  return handle.client.db(handle.db.databaseName, { readPreference: 'primary' });
+}
+
 /** Connects lazily: the driver reconnects by itself after an outage. */
-export function createMongo(config: Pick<Config, 'mongodbUri' | 'mongodbDatabase' | 'mongodbTimeoutMs'>): MongoHandle {
+export function createMongo(config: Pick<Config, 'mongodbUri' | 'mongodbDatabase' | 'mongodbTimeoutMs'> & MongoDurabilitySettings): MongoHandle {
   const client = new MongoClient(config.mongodbUri, {
     ...mongoClientOptions(),
+    ...mongoDurabilityOptions(config),
     serverSelectionTimeoutMS: config.mongodbTimeoutMs,
     connectTimeoutMS: config.mongodbTimeoutMs,
     socketTimeoutMS: Math.max(config.mongodbTimeoutMs * 6, 30_000),
-    // Retried once by the driver after a replica-set election (MongoDB); a standalone server
-    // (FerretDB) offers no retryable writes and the driver then sends none. Our writes are
-    // idempotent either way.
+    // Retried once by the driver after a replica-set election or a lost connection (MongoDB
+    // replica sets and sharded clusters); a standalone server (FerretDB) offers no retryable
+    // writes and the driver then sends none. Our writes are idempotent either way, and a write
+    // still failing after the retry pauses the queue (worker/errors.ts). Wins over the URI's.
     retryWrites: true,
     appName: 'feedback-ingest',
   });

@@ -8,18 +8,36 @@ import { randomInt } from 'node:crypto';
  *
  * 40 bits of milliseconds (until 2058-11), a 7-bit counter for writes accepted in the same
  * millisecond by the same process (past 128, the clock borrows the next millisecond, as a hybrid
- * logical clock does), and a 6-bit node drawn at random per process so that two processes rarely
- * mint the same number. It never goes back within a process, whatever the wall clock does, and
- * it starts above a floor that survives Redis (see api/order-floor.ts), so a Redis reset, a
- * failover or a new queue cannot make a later write look older than an earlier one.
+ * logical clock does), and a 6-bit node per process so that two processes never mint the same
+ * number in the same millisecond: the API processes of one host get distinct nodes
+ * ({@link clusterOrderNodes}), processes of different hosts random ones (a tie there is 1 in 64).
+ * It never goes back within a process, whatever the wall clock does, and it starts above a floor
+ * that survives Redis (see api/order-floor.ts), so a Redis reset, a failover or a new queue
+ * cannot make a later write look older than an earlier one.
  */
 export const ORDER_EPOCH_MS = Date.UTC(2024, 0, 1);
 const NODE_BITS = 6;
+/** How many node numbers exist: at most this many API processes of one host can mint orders that never tie. */
+export const ORDER_CLOCK_NODES = 2 ** NODE_BITS;
 const COUNTER_BITS = 7;
 const TICK = 2 ** (NODE_BITS + COUNTER_BITS);
 const COUNTER_UNIT = 2 ** NODE_BITS;
 const MAX_COUNTER = 2 ** COUNTER_BITS - 1;
 const MAX_MS = Math.floor(Number.MAX_SAFE_INTEGER / TICK);
+
+/** The node number of the clock that minted `order`. */
+export function orderNode(order: number): number {
+  return order % ORDER_CLOCK_NODES;
+}
+
+/**
+ * Node numbers for the `count` API processes of one host: consecutive from `base`, wrapping, so
+ * that they are distinct (orders of two processes never tie) for up to {@link ORDER_CLOCK_NODES}.
+ */
+export function clusterOrderNodes(base: number, count: number): number[] {
+  if (count > ORDER_CLOCK_NODES) throw new RangeError(`at most ${ORDER_CLOCK_NODES} processes per host`);
+  return Array.from({ length: count }, (_, slot) => (base + slot) % ORDER_CLOCK_NODES);
+}
 
 /** The wall-clock time, ms since the Unix epoch, at which `order` was minted (to the ms). */
 export function orderTime(order: number): number {
@@ -38,6 +56,8 @@ export interface OrderClock {
   last(): number;
   /** Raises the floor: every later order is greater than `order`. */
   raiseFloor(order: number): void;
+  /** This clock's node number (the low bits of every order it mints). */
+  readonly node: number;
 }
 
 interface OrderClockOptions {
@@ -70,6 +90,7 @@ export function createOrderClock(options: OrderClockOptions = {}): OrderClock {
       lastOrder = lastMs * TICK + counter * COUNTER_UNIT + node;
       return lastOrder;
     },
+    node,
     last: () => lastOrder,
     raiseFloor(order) {
       if (order <= lastOrder) return;

@@ -1,6 +1,7 @@
 import { Queue, type JobsOptions } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { Config } from './config.js';
+import type { RedisClient } from './redis.js';
+import { queueShards, shardOf, type QueueShard } from './redis-keys.js';
 import type { JobData } from './schemas.js';
 
 /** The one job name on the write queue. */
@@ -32,10 +33,52 @@ function writeJobOptions(config: Pick<Config, 'jobAttempts' | 'jobBackoffMs' | '
 
 export type WriteQueue = Queue<JobData, unknown, typeof WRITE_JOB_NAME>;
 
+type QueueConfig = Pick<Config, 'queueName' | 'queueShards' | 'redisKeyPrefix' | 'redisClusterNodes' | 'jobAttempts' | 'jobBackoffMs' | 'keepCompletedJobs' | 'keepFailedJobs'>;
+
+/** One shard's queue, with where it sits. */
+export interface ShardQueue {
+  readonly shard: QueueShard;
+  readonly queue: WriteQueue;
+}
+
+/** The write queue: one BullMQ queue per shard (shared/redis-keys.ts), writes routed by record id. */
+export interface WriteQueues {
+  readonly shards: readonly ShardQueue[];
+  /** The shard queue of a record and of its responses. */
+  forRecord(recordId: string): ShardQueue;
+  /** Sum over the shards of their job counts in `states`. */
+  count(...states: Parameters<WriteQueue['getJobCountByTypes']>): Promise<number>;
+  /** Job counts by state, summed over the shards. */
+  counts(...states: Parameters<WriteQueue['getJobCounts']>): Promise<Record<string, number>>;
+  close(): Promise<void>;
+}
+
 /** The producer side of the queue contract. `connection` should be a `producer` Redis. */
-export function createWriteQueue(config: Pick<Config, 'queueName' | 'jobAttempts' | 'jobBackoffMs' | 'keepCompletedJobs' | 'keepFailedJobs'>, connection: Redis): WriteQueue {
-  return new Queue<JobData, unknown, typeof WRITE_JOB_NAME>(config.queueName, {
-    connection,
-    defaultJobOptions: writeJobOptions(config),
-  });
+export function createWriteQueues(config: QueueConfig, connection: RedisClient): WriteQueues {
+  const shards = queueShards(config).map((shard) => ({
+    shard,
+    queue: new Queue<JobData, unknown, typeof WRITE_JOB_NAME>(config.queueName, {
+      connection,
+      prefix: shard.prefix,
+      defaultJobOptions: writeJobOptions(config),
+    }),
+  }));
+  return {
+    shards,
+    forRecord: (recordId) => shards[shardOf(recordId, shards.length)]!,
+    async count(...states) {
+      const each = await Promise.all(shards.map((s) => s.queue.getJobCountByTypes(...states)));
+      return each.reduce((a, b) => a + b, 0);
+    },
+    async counts(...states) {
+      const sum: Record<string, number> = {};
+      for (const counts of await Promise.all(shards.map((s) => s.queue.getJobCounts(...states)))) {
+        for (const [state, n] of Object.entries(counts)) sum[state] = (sum[state] ?? 0) + n;
+      }
+      return sum;
+    },
+    async close() {
+      await Promise.all(shards.map((s) => s.queue.close()));
+    },
+  };
 }

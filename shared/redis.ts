@@ -1,4 +1,4 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 
@@ -8,7 +8,12 @@ import type { Logger } from './logger.js';
  */
 type RedisRole = 'producer' | 'worker';
 
-function redisOptions(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUnauthorized' | 'enqueueTimeoutMs'>, role: RedisRole): Omit<RedisOptions, 'replyMapping'> {
+/** A connection to one Redis, or to a Redis Cluster (`REDIS_CLUSTER_NODES`): BullMQ and every caller take both. */
+export type RedisClient = Redis | Cluster;
+
+type RedisConfig = Pick<Config, 'redisUrl' | 'redisClusterNodes' | 'redisTlsRejectUnauthorized' | 'enqueueTimeoutMs'>;
+
+function redisOptions(config: RedisConfig, role: RedisRole): Omit<RedisOptions, 'replyMapping'> {
   const tls = config.redisUrl.startsWith('rediss:') ? { tls: { rejectUnauthorized: config.redisTlsRejectUnauthorized } } : {};
   return {
     ...tls,
@@ -22,9 +27,35 @@ function redisOptions(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUnauthori
   };
 }
 
-/** `options.commandTimeout` (ms) overrides the role's: for reads that must not wait long. */
-export function createRedis(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUnauthorized' | 'enqueueTimeoutMs'>, role: RedisRole, logger: Logger, options: Pick<RedisOptions, 'commandTimeout'> = {}): Redis {
-  const redis = new Redis(config.redisUrl, { ...redisOptions(config, role), ...options });
+/**
+ * A Redis Cluster client with the role's behaviour on every node connection. The producer's
+ * commands fail at once while the cluster client is not ready (no offline queue); ioredis always
+ * queues on a node connection that is reconnecting, so there `commandTimeout` bounds them: a
+ * failover shows as 503s, never as hanging requests. A moved slot (the replica promoted) is
+ * followed by ioredis after a fresh read of the slot map.
+ */
+function createCluster(config: RedisConfig, role: RedisRole, options: Pick<RedisOptions, 'commandTimeout'>): Cluster {
+  const { retryStrategy, enableOfflineQueue, ...nodeOptions } = redisOptions(config, role);
+  const url = new URL(config.redisUrl);
+  const auth = url.password === '' ? {} : { password: decodeURIComponent(url.password), ...(url.username === '' ? {} : { username: decodeURIComponent(url.username) }) };
+  return new Cluster(config.redisClusterNodes.map((n) => ({ host: n.host, port: n.port })), {
+    redisOptions: { ...nodeOptions, ...auth, ...options },
+    enableOfflineQueue: enableOfflineQueue ?? true,
+    clusterRetryStrategy: retryStrategy ?? null,
+    // A failover takes the cluster a few seconds (cluster-node-timeout): refresh the slot map
+    // often enough that the promoted replica is found without waiting for a MOVED.
+    slotsRefreshInterval: 1_000,
+    retryDelayOnFailover: 200,
+    retryDelayOnClusterDown: 200,
+  });
+}
+
+/**
+ * A Redis connection of `role`, to the cluster of `REDIS_CLUSTER_NODES` when set, else to
+ * `REDIS_URL`. `options.commandTimeout` (ms) overrides the role's: for reads that must not wait long.
+ */
+export function createRedis(config: RedisConfig, role: RedisRole, logger: Logger, options: Pick<RedisOptions, 'commandTimeout'> = {}): RedisClient {
+  const redis: RedisClient = config.redisClusterNodes.length > 0 ? createCluster(config, role, options) : new Redis(config.redisUrl, { ...redisOptions(config, role), ...options });
   let down = false;
   redis.on('error', (err: Error) => {
     if (!down) logger.warn({ err: err.message, role }, 'redis connection error');
@@ -41,7 +72,7 @@ export function createRedis(config: Pick<Config, 'redisUrl' | 'redisTlsRejectUna
  * BullMQ needs `noeviction`: an evicted job key is a lost write. Managed Redis may refuse
  * CONFIG, so INFO is read instead. Returns the policy, or undefined when it cannot be read.
  */
-export async function checkEvictionPolicy(redis: Redis, logger: Logger): Promise<string | undefined> {
+export async function checkEvictionPolicy(redis: RedisClient, logger: Logger): Promise<string | undefined> {
   try {
     const info = await redis.info('memory');
     const policy = /maxmemory_policy:(\S+)/.exec(info)?.[1];
@@ -60,7 +91,7 @@ export async function checkEvictionPolicy(redis: Redis, logger: Logger): Promise
  * A 200 is only as durable as Redis: with AOF off, a Redis restart loses every queued write
  * since the last RDB snapshot, if any. Returns whether AOF is on, or undefined when unreadable.
  */
-export async function checkPersistence(redis: Redis, logger: Logger): Promise<boolean | undefined> {
+export async function checkPersistence(redis: RedisClient, logger: Logger): Promise<boolean | undefined> {
   try {
     const info = await redis.info('persistence');
     const aof = /aof_enabled:(\d)/.exec(info)?.[1];

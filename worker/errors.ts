@@ -1,4 +1,4 @@
-import { MongoBulkWriteError, MongoError, MongoNetworkError, MongoServerSelectionError } from 'mongodb';
+import { MongoBulkWriteError, MongoError, MongoNetworkError, MongoServerSelectionError, MongoWriteConcernError } from 'mongodb';
 
 /** MongoDB is unreachable or busy: retry later without using a job attempt. */
 export class TransientStoreError extends Error {
@@ -8,15 +8,45 @@ export class TransientStoreError extends Error {
   }
 }
 
-// Server codes that mean "not now" rather than "never": shutdowns, elections, timeouts, limits.
-const TRANSIENT_CODES = new Set([6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436, 50, 112, 251]);
+/**
+ * Server codes that mean "not now" rather than "never". Replica-set elections and step-downs:
+ * 10107 NotWritablePrimary, 189 PrimarySteppedDown, 11602 InterruptedDueToReplStateChange,
+ * 13435 NotPrimaryNoSecondaryOk, 13436 NotPrimaryOrSecondary, 10058 LegacyNotPrimary, 91
+ * ShutdownInProgress, 11600 InterruptedAtShutdown, 133 FailedToSatisfyReadPreference. Network and
+ * time: 6, 7, 89, 9001, 262 ExceededTimeLimit, 50 MaxTimeMSExpired. Sharding metadata being
+ * refreshed: 13388 StaleConfig, 63 StaleShardVersion, 150 StaleEpoch. Write concern: 64
+ * WriteConcernTimeout (the majority did not confirm in time). Contention: 112 WriteConflict,
+ * 251 NoSuchTransaction.
+ */
+export const TRANSIENT_CODES: ReadonlySet<number> = new Set([
+  10107, 189, 11602, 13435, 13436, 10058, 91, 11600, 133, 6, 7, 89, 9001, 262, 50, 13388, 63, 150, 64, 112, 251,
+]);
 
+/** Labels the server or the driver puts on errors that a retry may cure. */
+const TRANSIENT_LABELS = ['RetryableWriteError', 'TransientTransactionError', 'ResetPool', 'NoWritesPerformed'] as const;
+
+/**
+ * Whether a store error is an outage (an election, a lost connection, a write not yet confirmed
+ * by the write concern) rather than a refusal of the data. Outages pause the queue and use no
+ * job attempt, so they never dead-letter anything; a refusal is decided per document.
+ *
+ * A write concern error, whatever its code, counts as an outage: the write may stand on the
+ * primary alone and vanish in a rollback, so the job is not complete until it is confirmed, and
+ * repeating it is harmless (every write is idempotent). A setting the servers cannot satisfy
+ * (`w` above their count) thus pauses the queue, with a warning per retry, instead of sending
+ * every write to the dead letters.
+ */
 export function isTransientMongoError(err: unknown): boolean {
   if (err instanceof MongoNetworkError || err instanceof MongoServerSelectionError) return true;
-  // A bulk command whose connection failed carries the network error only as its message.
-  if (err instanceof MongoBulkWriteError && /ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|connection .* closed|socket/i.test(err.message)) return true;
+  if (err instanceof MongoWriteConcernError) return true;
+  if (err instanceof MongoBulkWriteError) {
+    // Per-document errors may come with a write concern error on the documents that did apply.
+    if (err.result?.getWriteConcernError?.() !== undefined) return true;
+    // A bulk command whose connection failed carries the network error only as its message.
+    if (/ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|connection .* closed|socket/i.test(err.message)) return true;
+  }
   if (err instanceof MongoError) {
-    if (err.hasErrorLabel('RetryableWriteError') || err.hasErrorLabel('ResetPool') || err.hasErrorLabel('TransientTransactionError')) return true;
+    if (TRANSIENT_LABELS.some((label) => err.hasErrorLabel(label))) return true;
     if (typeof err.code === 'number' && TRANSIENT_CODES.has(err.code)) return true;
     const name = err.name;
     if (name === 'MongoTopologyClosedError' || name === 'MongoNotConnectedError' || name === 'MongoPoolClearedError' || name === 'MongoOperationTimeoutError') return true;

@@ -1,13 +1,13 @@
 import { createServer, type Server } from 'node:http';
 import { Queue, Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { Config } from '../shared/config.js';
 import { createDeadLetterStore } from '../shared/dead-letters.js';
 import type { Logger } from '../shared/logger.js';
-import { createMongo, type MongoHandle } from '../shared/mongo.js';
+import { createMongo, primaryDb, type MongoHandle } from '../shared/mongo.js';
 import { sleep } from '../shared/process.js';
 import { logConnections } from '../shared/redact-url.js';
-import { checkEvictionPolicy, checkPersistence, createRedis } from '../shared/redis.js';
+import { checkEvictionPolicy, checkPersistence, createRedis, type RedisClient } from '../shared/redis.js';
+import { queueShards } from '../shared/redis-keys.js';
 import { isTransientMongoError, TransientStoreError } from './errors.js';
 import { ensureIndexes } from './indexes.js';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.js';
@@ -16,9 +16,12 @@ import { detectStoreProfile, type StoreProfile } from './store-profile.js';
 import { createFeedbackWriter } from './writer.js';
 
 export interface WorkerRuntime {
+  /** The BullMQ worker of shard 0: the only one unless `QUEUE_SHARDS` > 1 (tests inspect it). */
   readonly worker: Worker;
+  /** One BullMQ worker per shard of the write queue. */
+  readonly workers: readonly Worker[];
   readonly mongo: MongoHandle;
-  readonly redis: Redis;
+  readonly redis: RedisClient;
   readonly metrics: WorkerMetrics;
   readonly metricsServer: Server | undefined;
   readonly profile: StoreProfile;
@@ -68,35 +71,47 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     if (ownMongo) await mongo.close();
     throw err;
   });
-  const writer = createFeedbackWriter({ db: mongo.db, logger, profile, leaseMs: config.writeLeaseMs });
+  const writer = createFeedbackWriter({ db: primaryDb(mongo), logger, profile, leaseMs: config.writeLeaseMs });
   const redis = createRedis(config, 'worker', logger);
   void checkEvictionPolicy(redis, logger);
   void checkPersistence(redis, logger);
-  const queue = new Queue(config.queueName, { connection: redis });
-  queue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
+  const shards = queueShards(config);
+  const queues = shards.map((shard) => new Queue(config.queueName, { connection: redis, prefix: shard.prefix }));
+  for (const queue of queues) queue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
   const metrics = createWorkerMetrics({ defaultMetrics: options.defaultMetrics ?? true });
-  const processor = createWriteProcessor({
-    writer,
-    deadLetters: createDeadLetterStore(mongo.db),
-    logger,
-    metrics,
-    queueName: config.queueName,
-    storeRetryMaxDelayMs: config.storeRetryMaxDelayMs,
-    pauseQueue: (ms) => queue.rateLimit(ms),
-    maxInflatedBytes: maxInflatedBytes(config),
+  // The store is shared by every shard: when it is down, every shard's queue waits.
+  const pauseQueues = async (ms: number) => {
+    await Promise.all(queues.map((q) => q.rateLimit(ms)));
+  };
+  // WORKER_CONCURRENCY is what the process holds in all, spread over the shards (at least one
+  // job each, so that every shard drains); the writer merges the jobs of every shard in hand.
+  const perShard = Math.max(1, Math.ceil(config.workerConcurrency / shards.length));
+  const workers = shards.map((shard) => {
+    const processor = createWriteProcessor({
+      writer,
+      deadLetters: createDeadLetterStore(mongo.db),
+      logger: shards.length > 1 ? logger.child({ shard: shard.index }) : logger,
+      metrics,
+      queueName: shard.label,
+      storeRetryMaxDelayMs: config.storeRetryMaxDelayMs,
+      pauseQueue: pauseQueues,
+      maxInflatedBytes: maxInflatedBytes(config),
+    });
+    const worker = new Worker(config.queueName, (job, token) => processor.process(job, token), {
+      connection: redis,
+      prefix: shard.prefix,
+      concurrency: perShard,
+      lockDuration: config.jobLockMs,
+      maxStalledCount: config.jobMaxStalled,
+      stalledInterval: config.jobStalledIntervalMs,
+    });
+    worker.on('failed', (job, err) => {
+      logger.warn({ job_id: job?.id, shard: shard.index, attempts_made: job?.attemptsMade, err: err.message }, 'job attempt failed');
+      void processor.onFailed(job, err);
+    });
+    worker.on('error', (err) => logger.warn({ err: err.message, shard: shard.index }, 'worker error'));
+    return worker;
   });
-  const worker = new Worker(config.queueName, (job, token) => processor.process(job, token), {
-    connection: redis,
-    concurrency: config.workerConcurrency,
-    lockDuration: config.jobLockMs,
-    maxStalledCount: config.jobMaxStalled,
-    stalledInterval: config.jobStalledIntervalMs,
-  });
-  worker.on('failed', (job, err) => {
-    logger.warn({ job_id: job?.id, attempts_made: job?.attemptsMade, err: err.message }, 'job attempt failed');
-    void processor.onFailed(job, err);
-  });
-  worker.on('error', (err) => logger.warn({ err: err.message }, 'worker error'));
 
   let metricsServer: Server | undefined;
   if (config.workerMetricsPort > 0) {
@@ -114,11 +129,12 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     metricsServer.on('error', (err) => logger.error({ err: err.message, port: config.workerMetricsPort }, 'worker metrics server failed; metrics are off'));
     metricsServer.listen(config.workerMetricsPort);
   }
-  logger.info({ queue: config.queueName, concurrency: config.workerConcurrency, store: profile.name }, 'worker started');
+  logger.info({ queue: config.queueName, shards: shards.length, concurrency: perShard * shards.length, store: profile.name }, 'worker started');
 
   let closing: Promise<void> | undefined;
   return {
-    worker,
+    worker: workers[0]!,
+    workers,
     mongo,
     redis,
     metrics,
@@ -126,10 +142,10 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     profile,
     close() {
       closing ??= (async () => {
-        await worker.close();
+        await Promise.all(workers.map((w) => w.close()));
         writer.close();
         metricsServer?.close();
-        await queue.close();
+        await Promise.all(queues.map((q) => q.close()));
         if (ownMongo) await mongo.close();
         await redis.quit().catch(() => redis.disconnect());
       })();

@@ -17,6 +17,8 @@ export interface Options {
   burstDrainS: number;
   /** Seconds of the sustained scenario (0 skips it). */
   sustainedS: number;
+  /** Seconds of each accept run of the scale scenario (0 skips it). */
+  scaleS: number;
   env: Record<string, string>;
   cpuProf: boolean;
   logs: boolean;
@@ -49,6 +51,9 @@ const HELP = `usage: npm run bench -- [options]
   --sustained S           seconds of load at half the project's max accept rate (the median of its
                           accept rounds in this run) with the worker live, sampling the backlog
                           every second (default 60; 0 skips it)
+  --scale S               seconds of each accept run of the scale scenario (default 10, --quick 3;
+                          0 skips it): WEB_CONCURRENCY=2 against 1, then the writes each queued
+                          drained by 2 worker processes against 1, alternating, --rounds rounds
   --designs a,b           subset of ${DESIGNS.join(',')}
   --loadgen G             wrk (default: C, one thread, leaves the server the cores) or autocannon
                           for the timed rounds; bursts and seeding always use autocannon
@@ -81,6 +86,7 @@ const NUMBER_FLAGS: Readonly<Record<string, { key: NumberKey; min: number; max: 
   '--drain': { key: 'drainS', min: 1, max: 3600 },
   '--burst-drain': { key: 'burstDrainS', min: 1, max: 3600 },
   '--sustained': { key: 'sustainedS', min: 0, max: 3600 },
+  '--scale': { key: 'scaleS', min: 0, max: 600 },
   '--max-minutes': { key: 'maxMinutes', min: 1, max: 600 },
 };
 
@@ -111,6 +117,7 @@ export function parseArgs(argv: readonly string[]): Options {
     drainS: quick ? 10 : 15,
     burstDrainS: quick ? 15 : 120,
     sustainedS: quick ? 10 : 60,
+    scaleS: quick ? 3 : 10,
     env: {},
     cpuProf: false,
     logs: false,

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 
 /** A child process the benchmark started; every one is killed when the benchmark ends, however it ends. */
 export interface Proc {
@@ -159,4 +159,54 @@ export function machineCpu(): { busy: number; total: number } {
   } catch {
     return { busy: Number.NaN, total: Number.NaN };
   }
+}
+
+/** pid → [parent pid, own CPU seconds + that of its waited-for children] of every process now. */
+function processTable(): Map<number, { ppid: number; cpu: number }> {
+  const table = new Map<number, { ppid: number; cpu: number }>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      table.set(Number(name), { ppid: Number(f[1]), cpu: (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / CLK_TCK });
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return table;
+}
+
+/**
+ * CPU seconds of a process and all its descendants, live or exited and waited for: a
+ * node:cluster primary with its API processes, a PostgreSQL postmaster with its backends.
+ */
+export function treeCpuSeconds(pid: number): number {
+  const table = processTable();
+  if (!table.has(pid)) return Number.NaN;
+  const children = new Map<number, number[]>();
+  for (const [p, { ppid }] of table) children.set(ppid, [...(children.get(ppid) ?? []), p]);
+  let sum = 0;
+  const stack = [pid];
+  while (stack.length > 0) {
+    const p = stack.pop()!;
+    sum += table.get(p)?.cpu ?? 0;
+    stack.push(...(children.get(p) ?? []));
+  }
+  return sum;
+}
+
+/** The pid of the PostgreSQL postmaster listening on `port` (its command line has `-p <port>`), if any. */
+export function postmasterPid(port: number): number | undefined {
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const args = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
+      const p = args.indexOf('-p');
+      if (args[0]?.endsWith('postgres') === true && p > 0 && args[p + 1] === String(port)) return Number(name);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return undefined;
 }

@@ -10,6 +10,7 @@ import {
   type RatioSummary,
   type Round,
   type RunSummary,
+  type ScaleResult,
   type SustainedResult,
   type Target,
 } from './types.js';
@@ -246,6 +247,7 @@ export function renderMarkdown(res: BenchResult): string {
     out.push('');
     out.push(`## Sustained load: skipped (${res.sustainedSkipped})`);
   }
+  if (res.scale !== undefined) out.push('', ...renderScale(res.scale));
   if (res.notes.length > 0) {
     out.push('');
     out.push('## How to read it');
@@ -306,4 +308,21 @@ export function renderSvg(res: BenchResult): string {
   parts.push(`<text x="10" y="${height - 12}" fill="#555">${esc('(d) project: API with its worker paused (as the ceiling has no worker); (d) project+worker: the worker drains on the same 2 cores.')}</text>`);
   parts.push('</svg>');
   return `${parts.join('\n')}\n`;
+}
+
+/** The scale scenario's section of the report. */
+export function renderScale(s: ScaleResult): string[] {
+  const out: string[] = [];
+  out.push(`## Scale: 2 processes against 1 on ${s.cpus} cores (load average ${s.loadavgStart.join(' ')} at the start, ${s.loadavgEnd.join(' ')} at the end)`);
+  out.push('');
+  out.push(`Accept rate, WEB_CONCURRENCY=2 / 1: **${fmt(s.acceptRatio, 2)}×** (per round ${s.acceptRatioPerRound.map((x) => fmt(x, 2)).join(', ')}). Drain rate, 2 worker processes / 1: **${fmt(s.drainRatio, 2)}×** (per round ${s.drainRatioPerRound.map((x) => fmt(x, 2)).join(', ')}).`);
+  out.push('');
+  out.push('| round | run | processes | rate | count | s | p99 ms | non-2xx + errors | CPU % of the machine: api / workers / load gen / Redis / store | machine busy % |');
+  out.push('|---|---|---|---|---|---|---|---|---|---|');
+  for (const r of s.runs) {
+    const c = r.cpuPct;
+    const rate = r.kind === 'accept' ? `${fmt(r.rate)} req/s` : r.drained === false ? '**not drained**' : `${fmt(r.rate)} writes/s`;
+    out.push(`| ${r.round} | ${r.kind} | ${r.processes} | ${rate} | ${fmt(r.count)} | ${fmt(r.seconds, 1)} | ${fmt(r.p99Ms, 1)} | ${fmt(r.non2xx)} | ${fmt(c['api'])} / ${fmt(c['workers'])} / ${fmt(c['loadgen'])} / ${fmt(c['redis'])} / ${fmt(c['store'])} | ${fmt(r.machineBusyPct)} |`);
+  }
+  return out;
 }

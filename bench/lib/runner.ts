@@ -63,6 +63,8 @@ export interface Ctx {
   readonly procs: Record<Server | 'worker', Proc | undefined>;
   /** Starts the worker process against the store at `mongoUrl`. */
   readonly spawnWorker: (mongoUrl: string) => Proc;
+  /** Starts a compiled entry point of the project (`dist/api/main.js`…) with the project's environment plus `env`. */
+  readonly spawnProject: (name: string, entry: string, env: Record<string, string>) => Proc;
   readonly ports: Readonly<Record<Server | 'worker', number>>;
   readonly apiKey: string;
   readonly redisClient: Redis;

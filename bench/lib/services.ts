@@ -53,7 +53,7 @@ function benchStore(env: Readonly<Record<string, string | undefined>> = process.
  * The databases bench/run.ts uses (project, raw insertMany, direct baseline): set up before any
  * process connects, so the GIN indexes exist before the first write.
  */
-const BENCH_DATABASES = ['bench_project', 'bench_raw', 'bench_direct'] as const;
+const BENCH_DATABASES = ['bench_project', 'bench_raw', 'bench_direct', 'bench_scale'] as const;
 
 const ferretCommonArgs = (port: number) => [`--listen-addr=127.0.0.1:${port}`, '--debug-addr=-', '--state-dir=-', '--telemetry=disable', '--log-level=error'];
 

@@ -203,6 +203,40 @@ export interface SustainedResult {
   readonly minAcceptShare: number;
 }
 
+/** One run of the scale scenario: accept with `processes` API processes, or drain with as many workers. */
+export interface ScaleRun {
+  readonly kind: 'accept' | 'drain';
+  readonly processes: 1 | 2;
+  readonly round: number;
+  /** Accepted writes (accept), or the writes drained (drain: those the accept run before queued). */
+  readonly count: number;
+  readonly seconds: number;
+  /** req/s accepted, or writes/s stored; NaN when the drain ran out of time. */
+  readonly rate: number;
+  readonly p99Ms?: number;
+  readonly non2xx?: number;
+  readonly jobs?: number;
+  readonly drained?: boolean;
+  /** Busy share of the whole machine (all cores) over the run, %. */
+  readonly machineBusyPct: number;
+  /** CPU of each role over the run as a share of the whole machine, %: api, workers, loadgen, redis, store. */
+  readonly cpuPct: Record<string, number>;
+}
+
+/** The scale scenario: 2 API processes against 1, 2 worker processes against 1, same run. */
+export interface ScaleResult {
+  readonly seconds: number;
+  readonly rounds: number;
+  readonly cpus: number;
+  readonly loadavgStart: readonly number[];
+  readonly loadavgEnd: readonly number[];
+  readonly runs: readonly ScaleRun[];
+  readonly acceptRatioPerRound: readonly (number | undefined)[];
+  readonly drainRatioPerRound: readonly (number | undefined)[];
+  readonly acceptRatio: number | undefined;
+  readonly drainRatio: number | undefined;
+}
+
 export interface Target {
   readonly name: string;
   readonly value: string;
@@ -249,6 +283,8 @@ export interface BenchResult {
   readonly sustained?: SustainedResult;
   /** Why the sustained scenario did not run, when --sustained was above 0. */
   readonly sustainedSkipped?: string;
+  /** Absent when skipped (--scale 0). */
+  readonly scale?: ScaleResult;
   readonly medians: Partial<Record<Design, DesignMedians>>;
   readonly ratios: RatioSummary[];
   readonly targets: Target[];

@@ -6,7 +6,7 @@ import { loadConfig, type Config } from '../../shared/config.js';
 import { encodeJob } from '../../shared/job-payload.js';
 import { createLogger } from '../../shared/logger.js';
 import { COLLECTIONS } from '../../shared/mongo.js';
-import { createWriteQueue, WRITE_JOB_NAME } from '../../shared/queue.js';
+import { createWriteQueues, WRITE_JOB_NAME } from '../../shared/queue.js';
 import { createRedis } from '../../shared/redis.js';
 import type { ResponseDoc } from '../../worker/documents.js';
 import type { JobSummary } from '../../worker/processor.js';
@@ -41,7 +41,8 @@ export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon
   const config: Config = loadConfig({ REDIS_URL: spec.redisUrl, MONGODB_URI: `${spec.storeUrl}/${spec.dbName}`, QUEUE_NAME: queueName, LOG_LEVEL: 'warn' });
   const logger = createLogger({ level: 'warn', name: 'bench-drain-worker', destination: process.stderr });
   const producer = createRedis(config, 'producer', logger);
-  const queue = createWriteQueue(config, producer);
+  // One shard (QUEUE_SHARDS defaults to 1 on one Redis): the worker drains what this queue holds.
+  const queue = createWriteQueues(config, producer).shards[0]!.queue;
   let jobs = 0;
   for (let i = 0; i < burst.writes.length; i += JOB_WRITES) {
     await queue.add(WRITE_JOB_NAME, await encodeJob(burst.writes.slice(i, i + JOB_WRITES), config.queueCompression));

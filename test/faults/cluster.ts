@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
+import { Cluster as RedisCluster, Redis } from 'ioredis';
 import { MongoClient, type Db } from 'mongodb';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
-import { freePort, startFerretDb, startRedis, type ManagedServer } from '../helpers/services.js';
+import { loadConfig } from '../../shared/config.js';
+import { createWriteQueues, type WriteQueues } from '../../shared/queue.js';
+import { freePort, startFerretDb, startRedis, startRedisCluster, type ManagedServer, type RedisClusterHandle } from '../helpers/services.js';
 import { msg, saveLogs, spawnService, type ServiceProcess } from './procs.js';
 
 export const LEDGER_KEY = { name: 'ledger', secret: 'ledger-secret-key-7f3a9c2e51d84b06' } as const;
@@ -27,6 +29,8 @@ interface ClusterOptions {
   readonly redisPolicy?: string;
   /** Variables every process gets on top of the defaults below. */
   readonly env?: Readonly<Record<string, string>>;
+  /** A Redis Cluster (3 masters + 3 replicas) instead of one Redis. */
+  readonly redisCluster?: boolean;
 }
 
 /**
@@ -38,7 +42,10 @@ export class Cluster {
   readonly label: string;
   readonly queueName: string;
   readonly dbName: string;
+  /** The one Redis (unless `redisCluster`). */
   redis!: ManagedServer;
+  /** The Redis Cluster (with `redisCluster`). */
+  redisNodes: RedisClusterHandle | undefined;
   mongo!: ManagedServer;
   readonly procs: ServiceProcess[] = [];
   private readonly extraEnv: Readonly<Record<string, string>>;
@@ -46,6 +53,9 @@ export class Cluster {
   private mongoClient: MongoClient | undefined;
   private observer: Redis | undefined;
   private observerQueue: Queue | undefined;
+  private readonly onCluster: boolean;
+  private clusterObserver: RedisCluster | undefined;
+  private observerQueues: WriteQueues | undefined;
 
   constructor(options: ClusterOptions) {
     this.label = options.label;
@@ -54,9 +64,16 @@ export class Cluster {
     this.dbName = `faults_${id}`;
     this.extraEnv = options.env ?? {};
     this.redisPolicy = options.redisPolicy;
+    this.onCluster = options.redisCluster === true;
   }
 
   async start(): Promise<this> {
+    if (this.onCluster) {
+      const [nodes, mongo] = await Promise.all([startRedisCluster(), startFerretDb()]);
+      this.redisNodes = nodes;
+      this.mongo = mongo;
+      return this;
+    }
     const [redis, mongo] = await Promise.all([
       startRedis({ durable: true, ...(this.redisPolicy === undefined ? {} : { maxmemoryPolicy: this.redisPolicy }) }),
       startFerretDb(),
@@ -72,7 +89,7 @@ export class Cluster {
       NODE_ENV: 'test',
       HOST: '127.0.0.1',
       PORT: '0',
-      REDIS_URL: this.redis.url,
+      ...(this.redisNodes === undefined ? { REDIS_URL: this.redis.url } : { REDIS_CLUSTER_NODES: this.redisNodes.nodesSetting }),
       MONGODB_URI: `${this.mongo.url}/${this.dbName}`,
       QUEUE_NAME: this.queueName,
       API_KEYS: `${LEDGER_KEY.name}:${LEDGER_KEY.secret},${OTHER_LEDGER_KEY.name}:${OTHER_LEDGER_KEY.secret}`,
@@ -139,13 +156,38 @@ export class Cluster {
     return `bull:${this.queueName}:${part}`;
   }
 
-  /** Jobs not finished yet: waiting, active, delayed, prioritized. */
+  /**
+   * The test's own view of every shard of the write queue, on one Redis or on the cluster (a
+   * client that waits through failovers: use it while the cluster serves every slot).
+   */
+  queues(): WriteQueues {
+    if (this.observerQueues === undefined) {
+      const config = loadConfig(this.env());
+      if (this.redisNodes === undefined) {
+        this.observerQueues = createWriteQueues(config, this.redisClient());
+      } else {
+        this.clusterObserver = new RedisCluster(config.redisClusterNodes.map((n) => ({ ...n })), { redisOptions: { maxRetriesPerRequest: null }, clusterRetryStrategy: () => 200 });
+        this.clusterObserver.on('error', () => undefined);
+        this.observerQueues = createWriteQueues(config, this.clusterObserver);
+      }
+    }
+    return this.observerQueues;
+  }
+
+  /** The test's own cluster client (with `redisCluster`; waits through failovers). */
+  clusterClient(): RedisCluster {
+    this.queues();
+    if (this.clusterObserver === undefined) throw new Error('not on a Redis Cluster');
+    return this.clusterObserver;
+  }
+
+  /** Jobs not finished yet, over every shard: waiting, active, delayed, prioritized. */
   async pendingJobs(): Promise<number> {
-    return this.queue().getJobCountByTypes('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');
+    return this.queues().count('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');
   }
 
   async failedJobs(): Promise<number> {
-    return this.queue().getJobCountByTypes('failed');
+    return this.queues().count('failed');
   }
 
   /** Kills every process still running, closes the test's connections, removes the services. */
@@ -155,8 +197,10 @@ export class Cluster {
     // Redis may be down if the test failed mid-outage: disconnect without waiting for it. The
     // queue only borrows that connection, so closing it after needs no Redis either.
     this.observer?.disconnect();
+    this.clusterObserver?.disconnect();
     await this.observerQueue?.close();
+    await this.observerQueues?.close().catch(() => undefined);
     await this.mongoClient?.close().catch(() => undefined);
-    await Promise.all([this.redis?.destroy(), this.mongo?.destroy()]);
+    await Promise.all([this.redis?.destroy(), this.redisNodes?.destroy(), this.mongo?.destroy()]);
   }
 }

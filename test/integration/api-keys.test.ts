@@ -3,6 +3,7 @@ import { expect } from 'chai';
 import { createKeyStore } from '../../api/key-store.js';
 import { startApi } from '../../api/server.js';
 import { ApiKeyAdminError, createApiKeyAdmin, type ApiKeyAdmin } from '../../shared/api-keys.js';
+import { loadConfig } from '../../shared/config.js';
 import { createIdMinter } from '../../shared/ids.js';
 import { COLLECTIONS, createMongo } from '../../shared/mongo.js';
 import { runKeysCommand } from '../../scripts/keys.js';
@@ -206,7 +207,7 @@ describe('API keys in MongoDB: MongoDB unreachable', () => {
 
   it('the key store keeps the last loaded keys while MongoDB is down, and reloads when it is back', async () => {
     const ferret = await startFerretDb();
-    const mongo = createMongo({ mongodbUri: `${ferret.url}/keys`, mongodbDatabase: 'keys', mongodbTimeoutMs: 500 });
+    const mongo = createMongo(loadConfig({ MONGODB_URI: `${ferret.url}/keys`, MONGODB_TIMEOUT_MS: '500' }));
     const store = createKeyStore({ db: mongo.db, refreshMs: 60_000, logger: silentLogger });
     try {
       const storeAdmin = createApiKeyAdmin({ db: mongo.db, reservedNames: [] });

@@ -26,7 +26,7 @@ describe('dead-letter tools', () => {
   // One attempt: a response whose record is not stored is dead-lettered as record_not_stored at once.
   before(async () => {
     stack = await startStack(testConfig({ API_KEYS, ADMIN_API_KEY_NAMES: ADMIN.name, JOB_ATTEMPTS: '1' }));
-    tools = createDeadLetterAdmin({ db: stack.db, queue: stack.api.queue, compression: stack.config.queueCompression });
+    tools = createDeadLetterAdmin({ db: stack.db, queues: stack.api.queues, compression: stack.config.queueCompression });
   });
   after(async () => {
     await stack?.close();

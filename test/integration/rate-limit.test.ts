@@ -2,7 +2,6 @@ import { createServer, type Server } from 'node:http';
 import { Writable } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
-import type { Redis } from 'ioredis';
 import { createApp } from '../../api/app.js';
 import { createBacklogMonitor } from '../../api/backlog.js';
 import { createOrderClock } from '../../shared/order-clock.js';
@@ -14,8 +13,9 @@ import { createRateLimiter, effectiveLimitPerMinute } from '../../api/rate-limit
 import { startApi, type ApiServer } from '../../api/server.js';
 import { createIdMinter } from '../../shared/ids.js';
 import { createLogger } from '../../shared/logger.js';
-import { createWriteQueue } from '../../shared/queue.js';
-import { createRedis } from '../../shared/redis.js';
+import { createWriteQueues } from '../../shared/queue.js';
+import { createRedis, type RedisClient } from '../../shared/redis.js';
+import { appKeyPrefix } from '../../shared/redis-keys.js';
 import { sharedServices } from '../helpers/root-hooks.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
 import { startRedis, type ManagedServer } from '../helpers/services.js';
@@ -33,7 +33,7 @@ function rateHeaders(res: HttpResult) {
 }
 
 /** The limiter lets requests through until Redis answers (fail open); wait for it so the counts are exact. */
-function redisReady(redis: Redis): Promise<true> {
+function redisReady(redis: RedisClient): Promise<true> {
   return eventually(async () => (redis.status === 'ready' ? true : undefined), 10_000, 'Redis ready');
 }
 
@@ -200,14 +200,14 @@ describe('rate limits', () => {
     it('takes the key\'s own limit over RATE_LIMIT_PER_MINUTE; 0 means unlimited for that key', async () => {
       const config = testConfig({ RATE_LIMIT_PER_MINUTE: '5' });
       const redis = createRedis(config, 'producer', silentLogger);
-      const queue = createWriteQueue(config, redis);
+      const queues = createWriteQueues(config, redis);
       const metrics = createApiMetrics({ defaultMetrics: false });
-      const backlog = createBacklogMonitor({ queue, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger: silentLogger });
-      const enqueuer = createBatchingEnqueuer({ queue, logger: silentLogger, metrics, clock: createOrderClock(), maxItems: 10, maxBytes: 1 << 20, maxInFlight: 1, maxPendingWrites: 1000, maxPendingBytes: 1 << 24, timeoutMs: 2000, retryAfterSeconds: 1, compression: 'none' });
+      const backlog = createBacklogMonitor({ queues, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger: silentLogger });
+      const enqueuer = createBatchingEnqueuer({ queues, logger: silentLogger, metrics, clock: createOrderClock(), maxItems: 10, maxBytes: 1 << 20, maxInFlight: 1, maxPendingWrites: 1000, maxPendingBytes: 1 << 24, timeoutMs: 2000, retryAfterSeconds: 1, compression: 'none' });
       close = async () => {
         await enqueuer.drain();
         backlog.stop();
-        await queue.close();
+        await queues.close();
         await redis.quit();
       };
       // Stands in for the verifier of stored keys: what it returns becomes ctx.state.apiKey.
@@ -224,13 +224,13 @@ describe('rate limits', () => {
         keys,
         ids: createIdMinter(config.idSigningSecrets),
         enqueuer,
-        idempotency: createIdempotencyStore({ redis, prefix: `feedback-ingest:${config.queueName}`, ttlSeconds: 60, pendingTtlSeconds: 5 }),
+        idempotency: createIdempotencyStore({ redis, prefix: appKeyPrefix(config), ttlSeconds: 60, pendingTtlSeconds: 5 }),
         backlog,
         bodyLimitBytes: config.bodyLimitBytes,
         batchRequestMaxItems: config.batchRequestMaxItems,
         batchRequestMaxBytes: config.batchRequestMaxBytes,
         retryAfterSeconds: 1,
-        rateLimit: createRateLimiter({ redis, prefix: `feedback-ingest:${config.queueName}`, defaultPerMinute: config.rateLimitPerMinute, timeoutMs: 2000, logger: silentLogger, metrics }),
+        rateLimit: createRateLimiter({ redis, prefix: appKeyPrefix(config), defaultPerMinute: config.rateLimitPerMinute, timeoutMs: 2000, logger: silentLogger, metrics }),
       });
       server = createServer(app.callback());
       await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));

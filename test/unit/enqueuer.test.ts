@@ -4,7 +4,7 @@ import { createApiMetrics } from '../../api/metrics.js';
 import { AppError } from '../../shared/errors.js';
 import { createLogger } from '../../shared/logger.js';
 import { createOrderClock } from '../../shared/order-clock.js';
-import type { WriteQueue } from '../../shared/queue.js';
+import type { WriteQueue, WriteQueues } from '../../shared/queue.js';
 import type { Write } from '../../shared/schemas.js';
 
 const write = (n: number): Write => ({
@@ -31,8 +31,9 @@ function fakeQueue(hold: Promise<void>) {
 }
 
 function enqueuer(queue: WriteQueue, limits: { maxPendingWrites?: number; maxPendingBytes?: number; timeoutMs?: number } = {}) {
+  const only = { shard: { index: 0, prefix: 'bull', label: 'q', slotKey: 'bull:q:id' }, queue };
   return createBatchingEnqueuer({
-    queue,
+    queues: { shards: [only], forRecord: () => only } as unknown as WriteQueues,
     logger: createLogger({ level: 'silent', name: 'test' }),
     metrics: createApiMetrics({ defaultMetrics: false }),
     clock: createOrderClock(),

@@ -1,0 +1,69 @@
+import { expect } from 'chai';
+import { MongoBulkWriteError, MongoNetworkError, MongoServerError, MongoWriteConcernError, type BulkWriteResult } from 'mongodb';
+import { isTransientMongoError, TRANSIENT_CODES } from '../../worker/errors.js';
+
+/**
+ * The parts of a BulkWriteResult the classification and the writer read (the driver does not
+ * export its constructor): per-document errors and the write concern error, if any.
+ */
+function bulkResult(o: { writeErrors?: { index: number; code: number; errmsg: string }[]; writeConcern?: { code: number; errmsg: string }; nInserted?: number }): BulkWriteResult {
+  const writeErrors = o.writeErrors ?? [];
+  return {
+    insertedCount: o.nInserted ?? 0,
+    getWriteErrors: () => writeErrors,
+    getWriteConcernError: () => o.writeConcern,
+  } as unknown as BulkWriteResult;
+}
+
+/** A server error as the driver builds it from a reply `{ok: 0, code, errmsg, errorLabels}`. */
+function serverError(code: number, errorLabels: string[] = []): MongoServerError {
+  return new MongoServerError({ ok: 0, code, errmsg: `error ${code}`, errorLabels } as never);
+}
+
+describe('store error classification (worker/errors.ts)', () => {
+  it('a replica-set election or step-down is transient, by code', () => {
+    // NotWritablePrimary, PrimarySteppedDown, InterruptedDueToReplStateChange, NotPrimaryNoSecondaryOk,
+    // NotPrimaryOrSecondary, LegacyNotPrimary, ShutdownInProgress, InterruptedAtShutdown.
+    for (const code of [10107, 189, 11602, 13435, 13436, 10058, 91, 11600]) {
+      expect(isTransientMongoError(serverError(code)), `code ${code}`).to.equal(true);
+    }
+  });
+
+  it('an error labelled RetryableWriteError or TransientTransactionError is transient, whatever its code', () => {
+    expect(isTransientMongoError(serverError(1, ['RetryableWriteError']))).to.equal(true);
+    expect(isTransientMongoError(serverError(1, ['TransientTransactionError']))).to.equal(true);
+    expect(isTransientMongoError(serverError(1))).to.equal(false);
+  });
+
+  it('network errors are transient', () => {
+    expect(isTransientMongoError(new MongoNetworkError('connection 3 to 10.0.0.1:27017 closed'))).to.equal(true);
+  });
+
+  it('a write concern error is transient, whatever its code (the write may stand on the primary alone)', () => {
+    const wtimeout = new MongoWriteConcernError({ writeConcernError: { code: 64, errmsg: 'waiting for replication timed out' } } as never);
+    expect(isTransientMongoError(wtimeout)).to.equal(true);
+    const unsatisfiable = new MongoWriteConcernError({ writeConcernError: { code: 100, errmsg: 'Not enough data-bearing nodes' } } as never);
+    expect(isTransientMongoError(unsatisfiable)).to.equal(true);
+  });
+
+  it('a bulk with per-document errors and a write concern error is transient: the applied documents are not confirmed', () => {
+    const result = bulkResult({ writeErrors: [{ index: 1, code: 11000, errmsg: 'dup' }], writeConcern: { code: 64, errmsg: 'waiting for replication timed out' }, nInserted: 2 });
+    const err = new MongoBulkWriteError({ message: 'dup', code: 11000, writeErrors: result.getWriteErrors() } as never, result);
+    expect(isTransientMongoError(err)).to.equal(true);
+  });
+
+  it('a bulk whose only errors are per-document refusals or duplicates is not transient (decided per document)', () => {
+    const result = bulkResult({ writeErrors: [{ index: 0, code: 11000, errmsg: 'dup' }, { index: 1, code: 2, errmsg: 'bad value' }], nInserted: 1 });
+    const err = new MongoBulkWriteError({ message: 'dup', code: 11000, writeErrors: result.getWriteErrors() } as never, result);
+    expect(isTransientMongoError(err)).to.equal(false);
+  });
+
+  it('refusals of the data and bugs are not transient', () => {
+    for (const code of [11000, 2, 17419, 10334, 121]) expect(isTransientMongoError(serverError(code)), `code ${code}`).to.equal(false);
+    expect(isTransientMongoError(new TypeError('a bug'))).to.equal(false);
+  });
+
+  it('no code is both transient and a refusal the writer decides per document', () => {
+    expect(TRANSIENT_CODES.has(11000)).to.equal(false);
+  });
+});
