@@ -149,6 +149,7 @@ const SETTINGS = {
   mongodbTimeoutMs: int('MONGODB_TIMEOUT_MS', { default: 5_000, min: 100, max: 600_000, unit: 'ms' }, "The MongoDB driver's server selection and connect timeout; its sockets time out after 6× this (at least 30 s)."),
   apiKeys: text('API_KEYS', '', 'Comma-separated `name:secret` or `name:sha256:<hex digest of the secret>`; the name is the default `user_id`. Never logged.', { type: 'list' }),
   adminApiKeyNames: text('ADMIN_API_KEY_NAMES', '', 'Comma-separated names from `API_KEYS` whose keys carry the admin scope (`/admin/...`). Stored keys get it with `npm run keys -- create --admin`.', { type: 'list' }),
+  readApiKeyNames: text('READ_API_KEY_NAMES', '', 'Comma-separated names from `API_KEYS` whose keys may read their datasets (`GET /feedback-record/…`, `/datasets/…`); the others are write-only. Admin keys read every dataset. Stored keys get it with `npm run keys -- create --read`.', { type: 'list' }),
   apiKeysRefreshMs: int('API_KEYS_REFRESH_MS', { default: 5000, min: 50, max: 3_600_000, unit: 'ms' }, 'How often each API process reloads the keys stored in MongoDB; a new or revoked key takes effect within this.'),
   idSigningSecrets: optionalText('ID_SIGNING_SECRETS', 'Comma-separated HMAC secrets for record ids (≥ 16 chars; the first signs, all verify). Unset: a development secret. Required when `NODE_ENV=production`; the same for every API process.', 'list'),
   nodeEnv: text('NODE_ENV', 'development', '`production` makes `ID_SIGNING_SECRETS` mandatory.'),
@@ -187,7 +188,7 @@ const SETTINGS = {
 };
 
 /** Settings whose {@link Config} value {@link loadConfig} computes (from them and others) instead of copying. */
-const DERIVED = ['redisUrl', 'redisTlsUrl', 'apiKeys', 'adminApiKeyNames', 'idSigningSecrets'] as const;
+const DERIVED = ['redisUrl', 'redisTlsUrl', 'apiKeys', 'adminApiKeyNames', 'readApiKeyNames', 'idSigningSecrets'] as const;
 
 type Settings = typeof SETTINGS;
 type Parsed = { readonly [K in keyof Settings]: Settings[K] extends Setting<infer T> ? T : never };
@@ -201,6 +202,8 @@ export type Config = Omit<Parsed, (typeof DERIVED)[number]> & {
   readonly apiKeys: readonly ApiKeyConfig[];
   /** Names from `API_KEYS` that carry the admin scope (admin endpoints). */
   readonly adminApiKeyNames: readonly string[];
+  /** Names from `API_KEYS` that carry the read scope. */
+  readonly readApiKeyNames: readonly string[];
   /** HMAC secrets for record ids; the first signs, all verify (rotation). */
   readonly idSigningSecrets: readonly string[];
   /** True when no ID_SIGNING_SECRETS was given and the development secret is in use. */
@@ -268,10 +271,15 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     throw new ConfigError('ID_SIGNING_SECRETS', 'is required when NODE_ENV=production (a random string of 32+ characters, the same for every API process)');
   }
   const apiKeys = parseApiKeys(e.apiKeys);
-  const adminApiKeyNames = commaList(e.adminApiKeyNames);
-  for (const name of adminApiKeyNames) {
-    if (!apiKeys.some((k) => k.name === name)) throw new ConfigError('ADMIN_API_KEY_NAMES', `names "${name}", which is not a key of API_KEYS`);
-  }
+  const keyNames = (variable: string, raw: string): string[] => {
+    const names = commaList(raw);
+    for (const name of names) {
+      if (!apiKeys.some((k) => k.name === name)) throw new ConfigError(variable, `names "${name}", which is not a key of API_KEYS`);
+    }
+    return names;
+  };
+  const adminApiKeyNames = keyNames('ADMIN_API_KEY_NAMES', e.adminApiKeyNames);
+  const readApiKeyNames = keyNames('READ_API_KEY_NAMES', e.readApiKeyNames);
   if (e.httpHeadersTimeoutMs > e.httpRequestTimeoutMs) {
     throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS', 'must not exceed HTTP_REQUEST_TIMEOUT_MS');
   }
@@ -282,6 +290,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     mongodbDatabase,
     apiKeys: Object.freeze(apiKeys),
     adminApiKeyNames: Object.freeze(adminApiKeyNames),
+    readApiKeyNames: Object.freeze(readApiKeyNames),
     idSigningSecrets: Object.freeze(secrets.length > 0 ? secrets : [DEV_ID_SECRET]),
     idSigningSecretIsDefault: secrets.length === 0,
   });
