@@ -16,6 +16,8 @@ import { jsonBody } from './middleware/json-body.js';
 import { requestId } from './middleware/request-id.js';
 import { requestLog } from './middleware/request-log.js';
 import { postFeedbackRecord, postFeedbackResponse } from './routes/feedback.js';
+import { exportDataset, getFeedbackRecord, listDatasetRecords, requireRead } from './routes/reads.js';
+import type { RecordReader } from './reads.js';
 import { getHealthz, getMetrics, getReadyz } from './routes/service.js';
 import { createOpenApiDocument } from './openapi.js';
 import { getOpenApi } from './routes/openapi.js';
@@ -36,6 +38,8 @@ interface AppDeps {
   readonly rateLimit?: Middleware;
   /** The dead-letter tools behind `/admin/dead-letters` (admin scope); absent = not mounted (the benchmark's servers). */
   readonly deadLetters?: DeadLetterAdmin;
+  /** The read endpoints' store access (`GET /feedback-record/:id`, `/datasets/...`; read scope); absent = not mounted (the benchmark's servers). */
+  readonly reader?: RecordReader;
   /** The queue shown by the bull-board dashboard under `/admin/queues` (admin scope); absent = not mounted. */
   readonly dashboardQueue?: WriteQueue;
 }
@@ -51,6 +55,13 @@ export function createApp(deps: AppDeps): Koa {
   const router = new Router();
   router.post('/feedback-record', ...write, postFeedbackRecord(routeDeps));
   router.post('/feedback-response', ...write, postFeedbackResponse(routeDeps));
+  if (deps.reader !== undefined) {
+    const read = [authenticate(deps.keys), requireRead()];
+    const readDeps = { reader: deps.reader, ids: deps.ids, retryAfterSeconds: deps.retryAfterSeconds };
+    router.get('/feedback-record/:id', ...read, getFeedbackRecord(readDeps));
+    router.get('/datasets/:dataset_id/records', ...read, listDatasetRecords(readDeps));
+    router.get('/datasets/:dataset_id/export', ...read, exportDataset(readDeps));
+  }
   router.get('/healthz', getHealthz());
   router.get('/openapi.json', getOpenApi(createOpenApiDocument()));
   router.get('/readyz', getReadyz(deps.backlog));

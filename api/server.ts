@@ -3,6 +3,7 @@ import { createServer, STATUS_CODES, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import type { Redis } from 'ioredis';
+import type { MongoClient } from 'mongodb';
 import type { Config } from '../shared/config.js';
 import { ErrorCode } from '../shared/errors.js';
 import { createIdMinter } from '../shared/ids.js';
@@ -19,6 +20,7 @@ import { chainKeyVerifiers, createKeyVerifier } from './middleware/auth.js';
 import { createKeyStore } from './key-store.js';
 import { createDeadLetterAdmin } from '../shared/dead-letter-admin.js';
 import { createMongo } from '../shared/mongo.js';
+import { createRecordReader } from './reads.js';
 import { createOrderClock } from '../shared/order-clock.js';
 import { createOrderFloor } from './order-floor.js';
 
@@ -30,6 +32,8 @@ export interface ApiServer {
   readonly port: number;
   readonly queue: WriteQueue;
   readonly redis: Redis;
+  /** The API's MongoDB client (keys, dead letters, reads): tests observe its commands (`monitorCommands` in MONGODB_URI). */
+  readonly mongo: MongoClient;
   /** Stops accepting, answers what is in flight, flushes queued writes, closes Redis. */
   close(): Promise<void>;
 }
@@ -49,8 +53,8 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   const scrapeQueue = createWriteQueue(config, scrapeRedis);
   scrapeQueue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
   const metrics = createApiMetrics({ defaultMetrics: true, queueJobCounts: (...states) => scrapeQueue.getJobCounts(...states) });
-  // MongoDB serves the stored API keys (loaded in the background, never per request) and the
-  // dead-letter tools; writes never touch it.
+  // MongoDB serves the stored API keys (loaded in the background, never per request), the
+  // dead-letter tools and the read endpoints; writes never touch it.
   const mongo = createMongo(config);
   const keyStore = createKeyStore({ db: mongo.db, refreshMs: config.apiKeysRefreshMs, logger });
   const keys = chainKeyVerifiers(createKeyVerifier(config.apiKeys, { adminNames: config.adminApiKeyNames, readNames: config.readApiKeyNames }), keyStore);
@@ -82,6 +86,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
     bodyLimitBytes: config.bodyLimitBytes,
     retryAfterSeconds: config.retryAfterSeconds,
     dashboardQueue: queue,
+    reader: createRecordReader({ db: mongo.db, storeProfile: config.storeProfile }),
     deadLetters: createDeadLetterAdmin({ db: mongo.db, queue, compression: config.queueCompression }),
     rateLimit: createRateLimiter({ redis, prefix: `feedback-ingest:${config.queueName}`, defaultPerMinute: config.rateLimitPerMinute, timeoutMs: config.enqueueTimeoutMs, logger, metrics }),
   });
@@ -138,6 +143,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
     port,
     queue,
     redis,
+    mongo: mongo.client,
     close() {
       closing ??= (async () => {
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
