@@ -30,12 +30,15 @@ export function requireRead(): Middleware {
   };
 }
 
+/** Driver errors that mean "MongoDB cannot be reached now" (a failed first connect closes the topology). */
+const STORE_DOWN_ERRORS = new Set(['MongoTopologyClosedError', 'MongoNotConnectedError', 'MongoPoolClearedError', 'MongoOperationTimeoutError']);
+
 /** MongoDB unreachable is the store's moment, not a bug: 503 with Retry-After instead of 500. */
 async function fromStore<T>(deps: ReadRouteDeps, read: () => Promise<T>): Promise<T> {
   try {
     return await read();
   } catch (err) {
-    if (err instanceof MongoNetworkError || err instanceof MongoServerSelectionError || (err as Error).name === 'MongoOperationTimeoutError') {
+    if (err instanceof MongoNetworkError || err instanceof MongoServerSelectionError || STORE_DOWN_ERRORS.has((err as Error).name)) {
       throw new AppError('store_unavailable', 'MongoDB did not answer; retry later', { headers: { 'Retry-After': String(deps.retryAfterSeconds) }, cause: err });
     }
     throw err;

@@ -1,6 +1,8 @@
 import { expect } from 'chai';
+import { startApi } from '../../api/server.js';
+import { createIdMinter } from '../../shared/ids.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
-import { eventually, recordBody, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
+import { eventually, recordBody, silentLogger, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
 
 const READER = { name: 'reader', secret: 'reader-secret-key-0004' } as const;
 const API_KEYS = `${TEST_KEY.name}:${TEST_KEY.secret},${OTHER_KEY.name}:${OTHER_KEY.secret},${READER.name}:${READER.secret}`;
@@ -79,6 +81,25 @@ describe('GET /feedback-record/{id}', () => {
       const res = await get(forged);
       expect(res.status, `position ${at}`).to.equal(404);
       expect(res.body.error.code, `position ${at}`).to.equal('record_not_found');
+    }
+  });
+});
+
+describe('read endpoints: MongoDB unreachable', () => {
+  it('answer 503 store_unavailable with Retry-After, not 500 (the export before its first line)', async () => {
+    // Nothing listens on port 9 of 127.0.0.1 (discard); the driver gives up after MONGODB_TIMEOUT_MS.
+    const config = testConfig({ API_KEYS, READ_API_KEY_NAMES: READER.name, MONGODB_URI: 'mongodb://127.0.0.1:9/nowhere', MONGODB_TIMEOUT_MS: '300' });
+    const api = await startApi(config, silentLogger);
+    try {
+      const minted = createIdMinter(config.idSigningSecrets).newRecordId('ds_a');
+      for (const path of [`/feedback-record/${minted}`, '/datasets/ds_a/records', '/datasets/ds_a/export']) {
+        const res = await fetch(`http://127.0.0.1:${api.port}${path}`, { headers: { Authorization: `Bearer ${READER.secret}` } });
+        expect(res.status, path).to.equal(503);
+        expect(res.headers.get('retry-after'), path).to.equal('1');
+        expect(((await res.json()) as { error: { code: string } }).error.code, path).to.equal('store_unavailable');
+      }
+    } finally {
+      await api.close();
     }
   });
 });
