@@ -94,20 +94,27 @@ async function seed(db: Db): Promise<number> {
   return (Date.now() - started) / 1000;
 }
 
-/** Samples the API's RSS every 100 ms while `run` runs; returns its peak in MB. */
-async function peakRssDuring<T>(pid: number, run: () => Promise<T>): Promise<{ result: T; peakMb: number; samples: number }> {
-  let peak = 0;
-  let samples = 0;
+interface RssProfile<T> {
+  readonly result: T;
+  readonly peakMb: number;
+  /** Peak of the first and of the second half of the run: memory that grows with progress shows here. */
+  readonly firstHalfPeakMb: number;
+  readonly secondHalfPeakMb: number;
+}
+
+/** Samples the API's RSS every 100 ms while `run` runs. */
+async function peakRssDuring<T>(pid: number, run: () => Promise<T>): Promise<RssProfile<T>> {
+  const samples: { at: number; kb: number }[] = [];
+  const started = Date.now();
   const timer = setInterval(() => {
     const kb = rssKb(pid);
-    if (Number.isFinite(kb)) {
-      peak = Math.max(peak, kb);
-      samples++;
-    }
+    if (Number.isFinite(kb)) samples.push({ at: Date.now() - started, kb });
   }, 100);
   try {
     const result = await run();
-    return { result, peakMb: peak / 1024, samples };
+    const half = (Date.now() - started) / 2;
+    const peak = (list: readonly { kb: number }[]) => list.reduce((m, s) => Math.max(m, s.kb), 0) / 1024;
+    return { result, peakMb: peak(samples), firstHalfPeakMb: peak(samples.filter((s) => s.at < half)), secondHalfPeakMb: peak(samples.filter((s) => s.at >= half)) };
   } finally {
     clearInterval(timer);
   }
@@ -222,12 +229,12 @@ async function main(): Promise<void> {
       `Command: \`npm run bench:export -- ${argv.join(' ')}\`; store FerretDB v1.24.2 on ${store}; ${cpus().length} CPUs, load average ${loadavg()[0]!.toFixed(2)} at the end.`,
       `Seeded ${RECORDS.toLocaleString('en-US')} records + ${RECORDS.toLocaleString('en-US')} responses in ${seedSeconds.toFixed(0)} s.`,
       '',
-      '| phase | lines | MB sent | seconds | API peak RSS MB | vs baseline |',
-      '|---|---|---|---|---|---|',
-      `| baseline (idle after a warm-up request) | | | | ${idle.peakMb.toFixed(1)} | 1.00× |`,
-      `| fast reader, whole export | ${fast.result.lines.toLocaleString('en-US')} | ${(fast.result.bytes / 1e6).toFixed(1)} | ${fast.result.seconds.toFixed(1)} | ${fast.peakMb.toFixed(1)} | ${(fast.peakMb / idle.peakMb).toFixed(2)}× |`,
-      `| slow reader (${SLOW_BYTES_PER_S / 1024} KiB/s, hangs up after ${SLOW_SECONDS} s) | ${slow.result.lines.toLocaleString('en-US')} | ${(slow.result.bytes / 1e6).toFixed(1)} | ${slow.result.seconds.toFixed(1)} | ${slow.peakMb.toFixed(1)} | ${(slow.peakMb / idle.peakMb).toFixed(2)}× |`,
-      `| idle after both | | | | ${after.peakMb.toFixed(1)} | ${(after.peakMb / idle.peakMb).toFixed(2)}× |`,
+      '| phase | lines | MB sent | seconds | API peak RSS MB | vs baseline | peak 1st half / 2nd half MB |',
+      '|---|---|---|---|---|---|---|',
+      `| baseline (idle after a warm-up request) | | | | ${idle.peakMb.toFixed(1)} | 1.00× | |`,
+      `| fast reader, whole export | ${fast.result.lines.toLocaleString('en-US')} | ${(fast.result.bytes / 1e6).toFixed(1)} | ${fast.result.seconds.toFixed(1)} | ${fast.peakMb.toFixed(1)} | ${(fast.peakMb / idle.peakMb).toFixed(2)}× | ${fast.firstHalfPeakMb.toFixed(1)} / ${fast.secondHalfPeakMb.toFixed(1)} |`,
+      `| slow reader (${SLOW_BYTES_PER_S / 1024} KiB/s, hangs up after ${SLOW_SECONDS} s) | ${slow.result.lines.toLocaleString('en-US')} | ${(slow.result.bytes / 1e6).toFixed(1)} | ${slow.result.seconds.toFixed(1)} | ${slow.peakMb.toFixed(1)} | ${(slow.peakMb / idle.peakMb).toFixed(2)}× | ${slow.firstHalfPeakMb.toFixed(1)} / ${slow.secondHalfPeakMb.toFixed(1)} |`,
+      `| idle after both | | | | ${after.peakMb.toFixed(1)} | ${(after.peakMb / idle.peakMb).toFixed(2)}× | |`,
       '',
     ].join('\n');
     const dir = join(ROOT, 'bench', 'results');
