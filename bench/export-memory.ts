@@ -1,6 +1,6 @@
 // `npm run bench:export` (issue 13): does `GET /datasets/{id}/export` keep the API's memory flat?
 // Seeds N records (one response each) straight into the store with insertMany, starts the real
-// API process (`api/main.ts`, as the Procfile's `web` runs it, through tsx), and exports the
+// API process (`api/main.ts`, the `web` entry point, run through tsx), and exports the
 // dataset through HTTP twice while sampling the API's RSS from /proc every 100 ms:
 //   fast reader: reads as fast as it can, to the end (and checks it got N lines);
 //   slow reader: reads at --slow-kib-per-s for --slow-seconds, then hangs up.
