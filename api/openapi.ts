@@ -11,6 +11,8 @@ import { DeadLetterReason } from '../shared/dead-letters.js';
 import { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, type DeadLetterSummary } from '../shared/dead-letter-admin.js';
 import { DatasetDefinitionInput } from '../shared/dataset-definition.js';
 import { DATASET_LIST_MAX } from '../shared/dataset-admin.js';
+import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, RECORD_ORDERS } from './read-query.js';
+import { UPDATED_SINCE_MAX_RECORDS, type RecordView, type ResponseView } from './reads.js';
 
 /** An OpenAPI 3.1 document, as plain JSON. */
 export type OpenApiDocument = Record<string, unknown>;
@@ -325,6 +327,48 @@ function batchBodySchema(maxItems: number): JsonSchema {
   return envelope as JsonSchema;
 }
 
+/** Codes of the read endpoints (read scope). */
+const READ_CODES = [...TRANSPORT_CODES, 'unauthorized', 'invalid_api_key', 'forbidden', 'validation_failed', 'store_unavailable'] as const satisfies readonly ErrorCode[];
+
+/** A record as the read endpoints show it (api/reads.ts builds it). */
+const ResponseViewSchema = v.object({
+  feedback_response_id: v.string(),
+  user_id: v.string(),
+  status: v.string(),
+  values: v.record(v.string(), v.unknown()),
+  created_at: v.pipe(v.string(), v.description('ISO 8601; acceptance time of the pair\'s first response.')),
+  updated_at: v.pipe(v.string(), v.description('ISO 8601; acceptance time of the version shown.')),
+});
+const RecordViewSchema = v.object({
+  feedback_record_id: v.string(),
+  feedback_dataset_id: v.string(),
+  field_to_value: v.record(v.string(), v.unknown()),
+  external_id: v.exactOptional(v.string()),
+  metadata: v.exactOptional(v.record(v.string(), v.unknown())),
+  status: v.string(),
+  created_at: v.pipe(v.string(), v.description('ISO 8601; the API\'s acceptance time. With `_id`, the listing\'s order.')),
+  updated_at: v.pipe(v.string(), v.description('ISO 8601; equal to `created_at` (a record does not change; its responses do).')),
+  responses: v.exactOptional(v.pipe(v.array(ResponseViewSchema), v.description('Oldest first. Absent with `responses=false`.'))),
+});
+type Writable<T> = { -readonly [K in keyof T]: T[K] extends readonly (infer U)[] | undefined ? U[] | Extract<T[K], undefined> : T[K] };
+// The documented views and the ones the reader builds must not drift apart.
+const viewsMatch: [v.InferOutput<typeof RecordViewSchema>, Writable<RecordView>, v.InferOutput<typeof ResponseViewSchema>, ResponseView] extends [Writable<RecordView>, v.InferOutput<typeof RecordViewSchema>, ResponseView, v.InferOutput<typeof ResponseViewSchema>] ? true : never = true;
+void viewsMatch;
+
+const READ_DATASET_ID = { name: 'dataset_id', in: 'path', required: true, description: 'A `feedback_dataset_id` (1-256 characters).', schema: { type: 'string', minLength: 1, maxLength: 256 } };
+
+function readOperation(options: { operationId: string; summary: string; description: string; parameters: unknown[]; codes?: readonly ErrorCode[]; responses: Record<string, unknown> }) {
+  return {
+    operationId: options.operationId,
+    summary: options.summary,
+    description: options.description,
+    tags: ['read'],
+    security: [{ bearerAuth: [] }],
+    parameters: [{ $ref: '#/components/parameters/X-Request-Id' }, ...options.parameters],
+    responses: { ...options.responses, ...errorResponses([...READ_CODES, ...(options.codes ?? [])]) },
+  };
+}
+
 function serviceOperation(options: { operationId: string; summary: string; responses: Record<string, unknown> }) {
   return {
     operationId: options.operationId,
@@ -405,6 +449,51 @@ export function createOpenApiDocument(options: { batchRequestMaxItems: number })
             },
           };
         })(),
+      },
+      '/feedback-record/{id}': {
+        get: readOperation({
+          operationId: 'getFeedbackRecord',
+          summary: 'One stored record with all its responses',
+          description: 'Read scope (or admin). An id whose signature verifies but that is not stored yet is 404 `record_pending` (retry after `Retry-After`); any other unknown id is 404 `record_not_found`.',
+          parameters: [{ name: 'id', in: 'path', required: true, description: 'A `feedback_record_id` returned by a POST.', schema: { type: 'string' } }],
+          codes: ['record_not_found', 'record_pending'],
+          responses: { '200': { description: 'The record.', headers: X_REQUEST_ID_HEADERS, content: jsonContent({ $ref: '#/components/schemas/RecordView' }) } },
+        }),
+      },
+      '/datasets/{dataset_id}/records': {
+        get: readOperation({
+          operationId: 'listDatasetRecords',
+          summary: 'A page of a dataset\'s records, ordered by (created_at, _id)',
+          description:
+            'Read scope for the dataset (or admin). Follow `next_cursor` until it is null: a record stored before paging began is returned exactly once, whatever is written meanwhile. ' +
+            `\`updated_since\`: records whose own \`updated_at\` or one of whose responses' \`updated_at\` is at or after it; at most ${UPDATED_SINCE_MAX_RECORDS} records touched by responses since then (else 400 \`validation_failed\`).`,
+          parameters: [
+            READ_DATASET_ID,
+            { name: 'order', in: 'query', required: false, schema: { type: 'string', enum: [...RECORD_ORDERS], default: 'newest' } },
+            { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: MAX_PAGE_LIMIT, default: DEFAULT_PAGE_LIMIT } },
+            { name: 'updated_since', in: 'query', required: false, description: 'ISO 8601 date-time with an offset (`Z` or `±hh:mm`).', schema: { type: 'string', format: 'date-time' } },
+            { name: 'responses', in: 'query', required: false, description: 'Include each record\'s responses.', schema: { type: 'string', enum: ['true', 'false'], default: 'true' } },
+            { name: 'cursor', in: 'query', required: false, description: 'The `next_cursor` of the previous page; it carries `order` and `updated_since` (changing them is 400).', schema: { type: 'string' } },
+          ],
+          responses: {
+            '200': {
+              description: 'One page.',
+              headers: X_REQUEST_ID_HEADERS,
+              content: jsonContent({ type: 'object', required: ['items', 'next_cursor'], properties: { items: { type: 'array', items: { $ref: '#/components/schemas/RecordView' } }, next_cursor: { type: ['string', 'null'] } } }),
+            },
+          },
+        }),
+      },
+      '/datasets/{dataset_id}/export': {
+        get: readOperation({
+          operationId: 'exportDataset',
+          summary: 'The whole dataset as NDJSON, one record with its responses per line',
+          description: 'Read scope for the dataset (or admin). Streamed as the client reads; no guaranteed order; every record stored before the export began appears once. A failure after the first line cuts the connection.',
+          parameters: [READ_DATASET_ID],
+          responses: {
+            '200': { description: 'NDJSON: each line a `RecordView` with its responses.', headers: X_REQUEST_ID_HEADERS, content: { 'application/x-ndjson': { schema: { type: 'string' } } } },
+          },
+        }),
       },
       '/healthz': {
         get: serviceOperation({
@@ -527,6 +616,7 @@ export function createOpenApiDocument(options: { batchRequestMaxItems: number })
           required: ['id', 'fields', 'questions', 'created_at', 'updated_at'],
           properties: { created_at: { type: 'string', description: 'ISO 8601.' }, updated_at: { type: 'string', description: 'ISO 8601; writes accepted after it are checked against this version.' } },
         },
+        RecordView: jsonSchemaOf(RecordViewSchema),
         Error: jsonSchemaOf(errorBody(ERROR_CODES)),
         ErrorCode: {
           type: 'string',

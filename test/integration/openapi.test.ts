@@ -1,5 +1,6 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { expect } from 'chai';
+import { insertSeed, seedDocs } from '../helpers/read-seed.js';
 import { createRequire } from 'node:module';
 import { ErrorCode } from '../../shared/errors.js';
 import { testConfig, TEST_KEY } from '../helpers/env.js';
@@ -131,6 +132,30 @@ describe('GET /openapi.json', () => {
     oneSchema['allOf'][0] = doc['components']['schemas']['DeadLetterSummary'];
     const validOne = ajv.compile(oneSchema);
     expect(validOne(one.body), JSON.stringify(validOne.errors)).to.equal(true);
+  });
+
+  it('documents the read endpoints, and a real page of records and a real record match their schemas', async () => {
+    for (const path of ['/feedback-record/{id}', '/datasets/{dataset_id}/records', '/datasets/{dataset_id}/export']) {
+      const op = operation(doc, path, 'get');
+      expect(op['security'], path).to.deep.equal([{ bearerAuth: [] }]);
+      expect(codesByStatus(op['responses']).get('403'), path).to.include('forbidden');
+      expect(codesByStatus(op['responses']).get('503'), path).to.include('store_unavailable');
+    }
+    expect(codesByStatus(operation(doc, '/feedback-record/{id}', 'get')['responses']).get('404')).to.have.members(['record_not_found', 'record_pending']);
+    expect(operation(doc, '/datasets/{dataset_id}/export', 'get')['responses']['200']['content']).to.have.property('application/x-ndjson');
+    const [seeded] = seedDocs({ datasetId: 'ds_openapi', count: 1, responseTimesMs: (_, created) => [created, created + 1] });
+    await insertSeed(stack.db, [seeded!]);
+    const admin = { Authorization: `Bearer ${TEST_KEY.secret}` };
+    const page = await stack.request('/datasets/ds_openapi/records', { method: 'GET', headers: admin });
+    expect(page.status, page.text).to.equal(200);
+    expect((page.body as Json)['items'][0]['responses']).to.have.length(2);
+    const pageSchema = structuredClone(schemaOf(doc, operation(doc, '/datasets/{dataset_id}/records', 'get')['responses']['200']));
+    pageSchema['properties']['items']['items'] = doc['components']['schemas']['RecordView'];
+    const validPage = ajv.compile(pageSchema);
+    expect(validPage(page.body), JSON.stringify(validPage.errors)).to.equal(true);
+    const validRecord = ajv.compile(doc['components']['schemas']['RecordView'] as Json);
+    expect(validRecord({ ...(page.body as Json)['items'][0], api_key: 'x' }), 'an undocumented property').to.equal(true);
+    expect(validRecord({ ...(page.body as Json)['items'][0], created_at: 7 }), 'a wrong type').to.equal(false);
   });
 
   it('lists every ErrorCode, each under the response of its HTTP status', () => {
