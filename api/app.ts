@@ -22,6 +22,8 @@ import { FEEDBACK_BATCH_PATH, postFeedbackBatch } from './routes/batch.js';
 import { postFeedbackRecord, postFeedbackResponse } from './routes/feedback.js';
 import { NO_DATASET_GATE, type DatasetGate } from './dataset-gate.js';
 import { DATASETS_PATH, getDataset, getDatasetSchema, listDatasets, putDataset, type DatasetRouteDeps } from './routes/datasets.js';
+import { exportDataset, getFeedbackRecord, listDatasetRecords, requireRead } from './routes/reads.js';
+import type { RecordReader } from './reads.js';
 import { getHealthz, getMetrics, getReadyz } from './routes/service.js';
 import { createOpenApiDocument } from './openapi.js';
 import { getOpenApi } from './routes/openapi.js';
@@ -57,6 +59,8 @@ interface AppDeps {
   readonly corsOrigins?: readonly string[];
   /** Dataset definitions: the writes' checks and the `/datasets` endpoints; absent = no checks, not mounted (the benchmark's peers). */
   readonly datasets?: DatasetRouteDeps & { readonly gate: DatasetGate };
+  /** The read endpoints' store access (`GET /feedback-record/:id`, `/datasets/...`; read scope); absent = not mounted (the benchmark's servers). */
+  readonly reader?: RecordReader;
 }
 
 /** The routes a browser page calls (with a feedback token); the only ones that answer CORS. */
@@ -82,6 +86,13 @@ export function createApp(deps: AppDeps): Koa {
     router.post(FEEDBACK_TOKENS_PATH, ...write, postFeedbackToken({ ids: deps.ids, tokens, maxTtlSeconds }));
   }
   router.post(FEEDBACK_BATCH_PATH, ...writeGate, ...jsonBody({ limitBytes: deps.batchRequestMaxBytes }), postFeedbackBatch({ ...routeDeps, maxItems: deps.batchRequestMaxItems }));
+  if (deps.reader !== undefined) {
+    const read = [authenticate(deps.keys), requireRead()];
+    const readDeps = { reader: deps.reader, ids: deps.ids, retryAfterSeconds: deps.retryAfterSeconds };
+    router.get('/feedback-record/:id', ...read, getFeedbackRecord(readDeps));
+    router.get('/datasets/:dataset_id/records', ...read, listDatasetRecords(readDeps));
+    router.get('/datasets/:dataset_id/export', ...read, exportDataset(readDeps));
+  }
   router.get('/healthz', getHealthz());
   router.get('/openapi.json', getOpenApi(createOpenApiDocument({ batchRequestMaxItems: deps.batchRequestMaxItems })));
   router.get('/readyz', getReadyz(deps.backlog));

@@ -56,6 +56,8 @@ export function createKeyStore(options: KeyStoreOptions): KeyStore {
           name: k.name,
           datasets: k.datasets === null ? null : Object.freeze([...k.datasets]),
           admin: k.admin,
+          // Keys stored before the read scope existed have no flag: they stay write-only.
+          read: k.read ?? false,
           ...(k.rate_limit_per_minute === undefined ? {} : { rateLimitPerMinute: k.rate_limit_per_minute }),
         }));
       }

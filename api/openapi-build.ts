@@ -14,7 +14,7 @@ import { hasAnyKey, isPlainObject } from '../shared/schemas.js';
 type ResponseHeader = ErrorHeader | 'X-Request-Id' | 'Idempotent-Replayed';
 
 /** Who may call an operation; it decides the security, the tags and the codes of authentication. */
-type Access = 'public' | 'key' | 'admin';
+type Access = 'public' | 'key' | 'read' | 'admin';
 
 interface Answer {
   readonly description: string;
@@ -59,6 +59,8 @@ const KEY_CODES = ['unauthorized', 'invalid_api_key', 'forbidden'] as const sati
 const ACCESS_CODES: Readonly<Record<Access, readonly ErrorCode[]>> = {
   public: TRANSPORT_CODES,
   key: [...TRANSPORT_CODES, ...KEY_CODES],
+  // The read side queries MongoDB on the request's path (the writes never do).
+  read: [...TRANSPORT_CODES, ...KEY_CODES, 'store_unavailable'],
   admin: [...TRANSPORT_CODES, ...KEY_CODES],
 };
 /** Codes of the checks of a feedback token (api/middleware/auth.ts, api/routes/feedback.ts). */
@@ -192,7 +194,7 @@ function createConverter(components: Readonly<Record<string, v.GenericSchema>>) 
     const pathParameters = Object.entries(spec.path ?? {}).map(([name, param]) =>
       typeof param === 'string' ? { name, in: 'path', required: true, description: param, schema: { type: 'string' } } : { name, in: 'path', required: true, description: param.description, schema: jsonSchemaOf(param.schema) },
     );
-    const tags = spec.tags ?? (spec.access === 'admin' ? ['admin'] : undefined);
+    const tags = spec.tags ?? (spec.access === 'admin' || spec.access === 'read' ? [spec.access] : undefined);
     const schemes = spec.access === 'public' ? [] : ['bearerAuth', ...(spec.basicAuth ? ['basicAuth'] : []), ...(spec.feedbackToken ? ['feedbackToken'] : [])];
     const answers = Object.fromEntries(Object.entries(spec.answers).map(([status, a]) => [status, answer(a)]));
     return {

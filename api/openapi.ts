@@ -1,5 +1,5 @@
 import * as v from 'valibot';
-import { AcceptedBody, BatchBody } from '../shared/answers.js';
+import { AcceptedBody, BatchBody, RecordPage, RecordView } from '../shared/answers.js';
 import { DatasetListQuery, DatasetPage } from '../shared/dataset-admin.js';
 import { DatasetDefinition, DatasetDefinitionInput } from '../shared/dataset-definition.js';
 import { DeadLetterDetail, DeadLetterListQuery, DeadLetterPage, DeadLetterRequeued, DeadLetterSummary } from '../shared/dead-letter-admin.js';
@@ -7,6 +7,8 @@ import type { ErrorCode } from '../shared/errors.js';
 import { BatchResponseToNewRecord, DatasetId, FeedbackRecordBody, feedbackBatchBody, FeedbackResponseBody, FeedbackTokenBody } from '../shared/schemas.js';
 import { IDEMPOTENCY_KEY_RE } from './idempotency.js';
 import { buildOpenApiDocument, type OpenApiDocument, type OperationSpec, type Paths } from './openapi-build.js';
+import { DatasetIdParam, RecordListQuery } from './read-query.js';
+import { UPDATED_SINCE_MAX_RECORDS } from './reads.js';
 import { BATCH_STATUS } from './routes/batch.js';
 import { DatasetSchemas } from './routes/datasets.js';
 import { DeadLetterPurged } from './routes/dead-letters.js';
@@ -68,6 +70,8 @@ function write(spec: {
 
 const DATASET_ID = { id: { description: 'The dataset id (`feedback_dataset_id`).', schema: DatasetId } };
 
+const READ_DATASET_ID = { dataset_id: { description: 'A `feedback_dataset_id` (1-256 characters).', schema: DatasetIdParam } };
+
 const DEAD_LETTER_ID = { id: 'The dead letter\'s id (`<queue>:w:<seq>:<response id>`, or `<queue>:job:…` for whole jobs and writes of earlier releases).' };
 
 /** The operations; `batchBody` is the batch envelope as documented (its limit is a setting). */
@@ -123,6 +127,42 @@ const paths = (batchRequestMaxItems: number, batchBody: v.GenericSchema): Paths 
       body: { schema: FeedbackTokenBody, description: JSON_BODY },
       answers: { 200: { description: 'The token; `Cache-Control: no-store`.', json: FeedbackTokenAnswer, headers: RATE_LIMIT_HEADERS } },
       codes: ['rate_limited', 'unsupported_media_type', 'payload_too_large', 'invalid_json', 'validation_failed', 'record_not_found'],
+    },
+  },
+  '/feedback-record/{id}': {
+    get: {
+      operationId: 'getFeedbackRecord',
+      summary: 'One stored record with all its responses',
+      description: 'Read scope (or admin). An id whose signature verifies but that is not stored yet is 404 `record_pending` (retry after `Retry-After`); any other unknown id is 404 `record_not_found`.',
+      access: 'read',
+      path: { id: 'A `feedback_record_id` returned by a POST.' },
+      codes: ['validation_failed', 'record_not_found', 'record_pending'],
+      answers: { 200: { description: 'The record.', json: RecordView } },
+    },
+  },
+  '/datasets/{dataset_id}/records': {
+    get: {
+      operationId: 'listDatasetRecords',
+      summary: "A page of a dataset's records, ordered by (created_at, _id)",
+      description:
+        'Read scope for the dataset (or admin). Follow `next_cursor` until it is null: a record stored before paging began is returned exactly once, whatever is written meanwhile. ' +
+        `\`updated_since\`: records whose own \`updated_at\` or one of whose responses' \`updated_at\` is at or after it; at most ${UPDATED_SINCE_MAX_RECORDS} records touched by responses since then (else 400 \`validation_failed\`).`,
+      access: 'read',
+      path: READ_DATASET_ID,
+      query: RecordListQuery.pipe[0],
+      codes: ['validation_failed'],
+      answers: { 200: { description: 'One page.', json: RecordPage } },
+    },
+  },
+  '/datasets/{dataset_id}/export': {
+    get: {
+      operationId: 'exportDataset',
+      summary: 'The whole dataset as NDJSON, one record with its responses per line',
+      description: 'Read scope for the dataset (or admin). Streamed as the client reads; no guaranteed order; every record stored before the export began appears once. A failure after the first line cuts the connection.',
+      access: 'read',
+      path: READ_DATASET_ID,
+      codes: ['validation_failed'],
+      answers: { 200: { description: 'NDJSON: each line a `RecordView` with its responses.', media: 'application/x-ndjson' } },
     },
   },
   '/healthz': {
@@ -233,6 +273,7 @@ export function createOpenApiDocument(options: { batchRequestMaxItems: number })
       DeadLetterSummary,
       DatasetDefinitionInput,
       DatasetDefinition,
+      RecordView,
     },
     components: {
       securitySchemes: {

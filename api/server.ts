@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, STATUS_CODES, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { AddressInfo } from 'node:net';
+import type { MongoClient } from 'mongodb';
 import type { Config } from '../shared/config.js';
 import { ErrorCode } from '../shared/errors.js';
 import { createIdMinter } from '../shared/ids.js';
@@ -25,6 +26,7 @@ import { COLLECTIONS, createMongo, primaryDb } from '../shared/mongo.js';
 import { logConnections } from '../shared/redact-url.js';
 import { createDatasetGate } from './dataset-gate.js';
 import { createDatasetStore } from './dataset-store.js';
+import { createRecordReader } from './reads.js';
 import { createOrderClock } from '../shared/order-clock.js';
 import { createOrderFloor } from './order-floor.js';
 import { createFeedbackTokens } from './feedback-tokens.js';
@@ -39,6 +41,8 @@ export interface ApiServer {
   /** The queue of shard 0: the whole write queue unless `QUEUE_SHARDS` > 1 (tests inspect it). */
   readonly queue: WriteQueue;
   readonly redis: RedisClient;
+  /** The API's MongoDB client (keys, dead letters, reads): tests observe its commands (`monitorCommands` in MONGODB_URI). */
+  readonly mongo: MongoClient;
   /** Stops accepting, answers what is in flight, flushes queued writes, closes Redis. */
   close(): Promise<void>;
 }
@@ -61,11 +65,11 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   const scrapeQueues = createWriteQueues(config, scrapeRedis);
   for (const { queue } of scrapeQueues.shards) queue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
   const metrics = createApiMetrics({ defaultMetrics: true, queueJobCounts: (...states) => scrapeQueues.counts(...states) });
-  // MongoDB serves the stored API keys (loaded in the background, never per request) and the
-  // dead-letter tools; writes never touch it.
+  // MongoDB serves the stored API keys (loaded in the background, never per request), the
+  // dead-letter tools and the read endpoints; writes never touch it.
   const mongo = createMongo(config);
   const keyStore = createKeyStore({ db: mongo.db, refreshMs: config.apiKeysRefreshMs, logger });
-  const keys = chainKeyVerifiers(createKeyVerifier(config.apiKeys, { adminNames: config.adminApiKeyNames }), keyStore);
+  const keys = chainKeyVerifiers(createKeyVerifier(config.apiKeys, { adminNames: config.adminApiKeyNames, readNames: config.readApiKeyNames }), keyStore);
   const ids = createIdMinter(config.idSigningSecrets);
   const datasetAdmin = createDatasetAdmin({ db: mongo.db });
   const datasetStore = createDatasetStore({ admin: datasetAdmin, ids, refreshMs: config.datasetsRefreshMs, logger });
@@ -126,6 +130,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
       batchRequestMaxBytes: config.batchRequestMaxBytes,
       retryAfterSeconds: config.retryAfterSeconds,
       dashboardQueues: queues,
+      reader: createRecordReader({ db: mongo.db, storeProfile: config.storeProfile }),
       datasets: { gate: datasetGate, admin: datasetAdmin, registry: datasetStore, reload: () => datasetStore.refresh() },
       deadLetters: createDeadLetterAdmin({ db: mongo.db, queues, compression: config.queueCompression }),
       feedbackTokens: {
@@ -176,6 +181,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
       queues,
       queue: queues.shards[0]!.queue,
       redis,
+      mongo: mongo.client,
       close() {
         closing ??= (async () => {
           const closed = new Promise<void>((resolve) => server.close(() => resolve()));

@@ -10,7 +10,7 @@
 // are in bench/scenarios/worker-drain.ts and store-raw.ts, the writes in bench/lib/drain-writes.ts.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { RecordDoc, ResponseDoc } from '../worker/documents.js';
+import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
 import { startRedis } from '../test/helpers/services.js';
 import { renderDrainReport, type DrainRun, type RoundRow } from './lib/drain-report.js';
 import { buildBurst, buildSeed, seedDb, type Seed } from './lib/drain-writes.js';

@@ -20,43 +20,8 @@ export type { AcceptedBody as Accepted, BatchBody as BatchResult, BatchItemResul
 export type { ResponseStatus } from '../shared/schemas.js';
 export type { ErrorDetail } from '../shared/errors.js';
 
-/*
- * The read API (GET /feedback-record/{id}, /datasets/{id}/records, /datasets/{id}/export) is
- * being built on another branch; these mirror its shapes as of this writing (api/reads.ts there)
- * and move to one shared declaration when it is merged.
- */
-
-/** A response as the read endpoints show it. */
-export interface ResponseView {
-  readonly feedback_response_id: string;
-  readonly user_id: string;
-  readonly status: string;
-  readonly values: Record<string, unknown>;
-  /** ISO 8601. */
-  readonly created_at: string;
-  /** ISO 8601. */
-  readonly updated_at: string;
-}
-
-/** A stored record with its responses (unless a listing left them out). */
-export interface RecordView {
-  readonly feedback_record_id: string;
-  readonly feedback_dataset_id: string;
-  readonly field_to_value: Record<string, unknown>;
-  readonly external_id?: string;
-  readonly metadata?: Record<string, unknown>;
-  readonly status: string;
-  readonly created_at: string;
-  readonly updated_at: string;
-  readonly responses?: readonly ResponseView[];
-}
-
-/** One page of `GET /datasets/{id}/records`. */
-export interface RecordPage {
-  readonly items: readonly RecordView[];
-  /** Pass as `cursor` for the next page; null at the end. */
-  readonly next_cursor: string | null;
-}
+/** What the read API answers (GET /feedback-record/{id}, /datasets/{id}/records, /datasets/{id}/export). */
+export type { RecordPage, RecordView, ResponseView } from '../shared/answers.js';
 
 /** Query of `listRecords`. */
 export interface ListRecordsQuery {

@@ -40,7 +40,8 @@ export function psqlRunner(url: string, options: { psqlBin?: string } = {}): Sql
 /** Fields besides `_id` that the project filters on by equality, per collection. */
 const GIN_FIELDS: Readonly<Record<string, readonly string[]>> = {
   [COLLECTIONS.records]: ['feedback_dataset_id'],
-  [COLLECTIONS.responses]: ['feedback_record_id'],
+  // feedback_dataset_id: the read API's `updated_since` looks up a dataset's responses.
+  [COLLECTIONS.responses]: ['feedback_record_id', 'feedback_dataset_id'],
 };
 
 interface CollectionTable {

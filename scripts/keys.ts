@@ -2,16 +2,23 @@ import { ApiKeyAdminError, type ApiKeyAdmin, type ApiKeySummary } from '../share
 import { parseCommandLine, type CliOutput } from './cli.js';
 
 const KEYS_USAGE = `usage: npm run keys -- <command>
-  create --name NAME [--datasets a,b] [--admin] [--rate-limit-per-minute N]
+  create --name NAME [--datasets a,b] [--read] [--admin] [--rate-limit-per-minute N]
          prints the new key's secret, once; it is stored only as a SHA-256 digest
+         --read: may read its datasets (GET /feedback-record, /datasets/...); without it, write-only
+         --admin: may call /admin/... and read every dataset
   list [--all] [--json]     active keys (with --all, revoked ones too); never secrets
   revoke NAME               the API stops accepting the key within API_KEYS_REFRESH_MS`;
+
+/** `write`, `write+read`, `write+admin`…: what the key may do besides writing to its datasets. */
+function scopes(key: ApiKeySummary): string {
+  return ['write', ...(key.read ? ['read'] : []), ...(key.admin ? ['admin'] : [])].join('+');
+}
 
 function describe(key: ApiKeySummary): string {
   return [
     key.name,
     key.datasets === null ? 'any' : key.datasets.join(','),
-    key.admin ? 'admin' : '-',
+    scopes(key),
     key.rate_limit_per_minute === null ? 'default' : `${key.rate_limit_per_minute}/min`,
     key.created_at.toISOString(),
     key.revoked_at === null ? 'active' : `revoked ${key.revoked_at.toISOString()}`,
@@ -28,6 +35,7 @@ export async function runKeysCommand(argv: readonly string[], admin: ApiKeyAdmin
     name: { type: 'string' },
     datasets: { type: 'string' },
     admin: { type: 'boolean', default: false },
+    read: { type: 'boolean', default: false },
     'rate-limit-per-minute': { type: 'string' },
     all: { type: 'boolean', default: false },
     json: { type: 'boolean', default: false },
@@ -44,9 +52,10 @@ export async function runKeysCommand(argv: readonly string[], admin: ApiKeyAdmin
           name: values.name,
           datasets: values.datasets === undefined ? null : values.datasets.split(',').map((d) => d.trim()).filter((d) => d.length > 0),
           admin: values.admin,
+          read: values.read,
           ...(limit === undefined ? {} : { rateLimitPerMinute: Number(limit) }),
         });
-        io.out(`created key "${key.name}": datasets ${key.datasets === null ? 'any' : key.datasets.join(',')}, ${key.admin ? 'admin scope' : 'no admin scope'}, rate limit ${key.rate_limit_per_minute ?? 'default'}`);
+        io.out(`created key "${key.name}": datasets ${key.datasets === null ? 'any' : key.datasets.join(',')}, scopes ${scopes(key)}, rate limit ${key.rate_limit_per_minute ?? 'default'}`);
         io.out(`secret: ${secret}`);
         io.out('This secret is shown once and is not stored anywhere: give it to its user now (Authorization: Bearer <secret>).');
         return 0;

@@ -39,3 +39,35 @@ export const BatchBody = v.object({
   items: v.pipe(v.array(BatchItemResult), v.description('One result per item, in the order of the items.')),
 });
 export type BatchBody = v.InferOutput<typeof BatchBody>;
+
+/** A response as the read endpoints show it: the wire names, no internal bookkeeping (`seq`, `api_key`, `request_id`). */
+export const ResponseView = v.object({
+  feedback_response_id: v.string(),
+  user_id: v.string(),
+  status: v.string(),
+  values: v.record(v.string(), v.unknown()),
+  created_at: v.pipe(v.string(), v.description("ISO 8601; acceptance time of the pair's first response.")),
+  updated_at: v.pipe(v.string(), v.description('ISO 8601; acceptance time of the version shown.')),
+});
+export type ResponseView = v.InferOutput<typeof ResponseView>;
+
+/** A record as the read endpoints show it, with its responses unless the listing left them out. */
+export const RecordView = v.object({
+  feedback_record_id: v.string(),
+  feedback_dataset_id: v.string(),
+  field_to_value: v.record(v.string(), v.unknown()),
+  external_id: v.exactOptional(v.string()),
+  metadata: v.exactOptional(v.record(v.string(), v.unknown())),
+  status: v.string(),
+  created_at: v.pipe(v.string(), v.description("ISO 8601; the API's acceptance time. With `_id`, the listing's order.")),
+  updated_at: v.pipe(v.string(), v.description('ISO 8601; equal to `created_at` (a record does not change; its responses do).')),
+  responses: v.exactOptional(v.pipe(v.array(ResponseView), v.description('Oldest first. Absent with `responses=false`.'))),
+});
+export type RecordView = v.InferOutput<typeof RecordView>;
+
+/** One page of `GET /datasets/{dataset_id}/records`. */
+export const RecordPage = v.object({
+  items: v.array(RecordView),
+  next_cursor: v.pipe(v.nullable(v.string()), v.description('Pass as `cursor` for the next page; null once the listing reached the end.')),
+});
+export type RecordPage = v.InferOutput<typeof RecordPage>;

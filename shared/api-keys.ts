@@ -15,6 +15,8 @@ export interface ApiKeyDoc {
   /** Datasets the key may write to; null = any. */
   readonly datasets: string[] | null;
   readonly admin: boolean;
+  /** May read its datasets (`npm run keys -- create --read`); absent (keys stored before the read scope) = false. */
+  readonly read?: boolean;
   /** The key's own write limit per minute; absent = `RATE_LIMIT_PER_MINUTE`. */
   readonly rate_limit_per_minute?: number;
   readonly created_at: Date;
@@ -28,6 +30,7 @@ export const StoredApiKey = v.object({
   name: v.pipe(v.string(), v.regex(KEY_NAME_RE)),
   datasets: v.nullable(v.array(DatasetId)),
   admin: v.boolean(),
+  read: v.exactOptional(v.boolean()),
   rate_limit_per_minute: v.exactOptional(v.pipe(v.number(), v.safeInteger(), v.minValue(0))),
 });
 export type StoredApiKey = v.InferOutput<typeof StoredApiKey>;
@@ -58,6 +61,8 @@ interface NewApiKey {
   /** Datasets the key may write to; absent or null = any. */
   readonly datasets?: readonly string[] | null;
   readonly admin?: boolean;
+  /** May read its datasets; default false (write-only). */
+  readonly read?: boolean;
   readonly rateLimitPerMinute?: number;
 }
 
@@ -66,6 +71,7 @@ export interface ApiKeySummary {
   readonly name: string;
   readonly datasets: readonly string[] | null;
   readonly admin: boolean;
+  readonly read: boolean;
   readonly rate_limit_per_minute: number | null;
   readonly created_at: Date;
   readonly revoked_at: Date | null;
@@ -87,6 +93,7 @@ function summary(doc: ApiKeyDoc): ApiKeySummary {
     name: doc.name,
     datasets: doc.datasets,
     admin: doc.admin,
+    read: doc.read ?? false,
     rate_limit_per_minute: doc.rate_limit_per_minute ?? null,
     created_at: doc.created_at,
     revoked_at: doc.revoked_at,
@@ -128,6 +135,7 @@ export function createApiKeyAdmin(options: { db: Db; reservedNames: readonly str
         name: input.name,
         datasets,
         admin: input.admin ?? false,
+        read: input.read ?? false,
         ...(limit === undefined ? {} : { rate_limit_per_minute: limit }),
         created_at: new Date(),
         revoked_at: null,

@@ -183,6 +183,7 @@ const SETTINGS = {
   mongodbTimeoutMs: int('MONGODB_TIMEOUT_MS', { default: 5_000, min: 100, max: 600_000, unit: 'ms' }, "The MongoDB driver's server selection and connect timeout; its sockets time out after 6× this (at least 30 s)."),
   apiKeys: text('API_KEYS', '', 'Comma-separated `name:secret` or `name:sha256:<hex digest of the secret>`; the name is the default `user_id`. Never logged.', { type: 'list' }),
   adminApiKeyNames: text('ADMIN_API_KEY_NAMES', '', 'Comma-separated names from `API_KEYS` whose keys carry the admin scope (`/admin/...`). Stored keys get it with `npm run keys -- create --admin`.', { type: 'list' }),
+  readApiKeyNames: text('READ_API_KEY_NAMES', '', 'Comma-separated names from `API_KEYS` whose keys may read their datasets (`GET /feedback-record/…`, `/datasets/…`); the others are write-only. Admin keys read every dataset. Stored keys get it with `npm run keys -- create --read`.', { type: 'list' }),
   apiKeysRefreshMs: int('API_KEYS_REFRESH_MS', { default: 5000, min: 50, max: 3_600_000, unit: 'ms' }, 'How often each API process reloads the keys stored in MongoDB; a new or revoked key takes effect within this.'),
   datasets: oneOf('DATASETS', DATASET_MODES, 'open', 'A write to a dataset without a definition: `open` takes any fields and questions (key-name rules only), `strict` answers 404 `dataset_not_found`. See [Datasets](#datasets).'),
   datasetsRefreshMs: int('DATASETS_REFRESH_MS', { default: 5000, min: 50, max: 3_600_000, unit: 'ms' }, 'How often each API process reloads the dataset definitions; a new or changed definition applies to writes within this.'),
@@ -221,14 +222,14 @@ const SETTINGS = {
   keepFailedJobs: int('KEEP_FAILED_JOBS', { default: 10_000, min: 0, max: 10_000_000, unit: 'jobs' }, 'Failed jobs kept in Redis (also at most seven days).'),
   storeRetryMaxDelayMs: int('STORE_RETRY_MAX_DELAY_MS', { default: 10_000, min: 10, max: 3_600_000, unit: 'ms' }, 'Cap of the delay between retries while MongoDB is unreachable; these retries use no attempt.'),
   writeLeaseMs: int('WRITE_LEASE_MS', { default: 30_000, min: 1000, max: 3_600_000, unit: 'ms' }, "How long a worker's claim on a response is exclusive on a store whose updates are not atomic (FerretDB); a dead worker's claims expire within twice this."),
-  storeProfile: oneOf('STORE_PROFILE', ['auto', 'mongodb', 'ferretdb'], 'auto', 'What the worker relies on from the store (atomic conditional updates, per-operation errors, indexed `$in`): `auto` asks the server at start-up; `mongodb` or `ferretdb` force it.'),
+  storeProfile: oneOf('STORE_PROFILE', ['auto', 'mongodb', 'ferretdb'], 'auto', 'What the worker and the API\'s reads rely on from the store (atomic conditional updates, per-operation errors, indexed `$in`): `auto` asks the server (worker: at start-up, API: at its first read); `mongodb` or `ferretdb` force it.'),
   shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', { default: 10_000, min: 100, max: 600_000, unit: 'ms' }, 'Longest graceful shutdown before the process exits anyway.'),
   workerMetricsPort: int('WORKER_METRICS_PORT', { default: 0, min: 0, max: 65535 }, "Port of the worker's `/metrics`; 0 = off."),
   logLevel: oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info', 'pino level.'),
 };
 
 /** Settings whose {@link Config} value {@link loadConfig} computes (from them and others) instead of copying. */
-const DERIVED = ['redisUrl', 'redisTlsUrl', 'redisClusterNodes', 'queueShards', 'apiKeys', 'adminApiKeyNames', 'idSigningSecrets', 'corsOrigins'] as const;
+const DERIVED = ['redisUrl', 'redisTlsUrl', 'redisClusterNodes', 'queueShards', 'apiKeys', 'adminApiKeyNames', 'readApiKeyNames', 'idSigningSecrets', 'corsOrigins'] as const;
 
 /** Shards of the write queue when `QUEUE_SHARDS` is 0, on a Redis Cluster: a few per master of a 3-master cluster. */
 export const DEFAULT_CLUSTER_SHARDS = 6;
@@ -249,6 +250,8 @@ export type Config = Omit<Parsed, (typeof DERIVED)[number]> & {
   readonly apiKeys: readonly ApiKeyConfig[];
   /** Names from `API_KEYS` that carry the admin scope (admin endpoints). */
   readonly adminApiKeyNames: readonly string[];
+  /** Names from `API_KEYS` that carry the read scope. */
+  readonly readApiKeyNames: readonly string[];
   /** HMAC secrets for record ids; the first signs, all verify (rotation). */
   readonly idSigningSecrets: readonly string[];
   /** True when no ID_SIGNING_SECRETS was given and the development secret is in use. */
@@ -339,10 +342,15 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     throw new ConfigError('ID_SIGNING_SECRETS', 'is required when NODE_ENV=production (a random string of 32+ characters, the same for every API process)');
   }
   const apiKeys = parseApiKeys(e.apiKeys);
-  const adminApiKeyNames = commaList(e.adminApiKeyNames);
-  for (const name of adminApiKeyNames) {
-    if (!apiKeys.some((k) => k.name === name)) throw new ConfigError('ADMIN_API_KEY_NAMES', `names "${name}", which is not a key of API_KEYS`);
-  }
+  const keyNames = (variable: string, raw: string): string[] => {
+    const names = commaList(raw);
+    for (const name of names) {
+      if (!apiKeys.some((k) => k.name === name)) throw new ConfigError(variable, `names "${name}", which is not a key of API_KEYS`);
+    }
+    return names;
+  };
+  const adminApiKeyNames = keyNames('ADMIN_API_KEY_NAMES', e.adminApiKeyNames);
+  const readApiKeyNames = keyNames('READ_API_KEY_NAMES', e.readApiKeyNames);
   if (e.feedbackTokenTtlSeconds > e.feedbackTokenMaxTtlSeconds) {
     throw new ConfigError('FEEDBACK_TOKEN_TTL_SECONDS', 'must not exceed FEEDBACK_TOKEN_MAX_TTL_SECONDS');
   }
@@ -369,6 +377,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
     mongodbDatabase,
     apiKeys: Object.freeze(apiKeys),
     adminApiKeyNames: Object.freeze(adminApiKeyNames),
+    readApiKeyNames: Object.freeze(readApiKeyNames),
     idSigningSecrets: Object.freeze(secrets.length > 0 ? secrets : [DEV_ID_SECRET]),
     idSigningSecretIsDefault: secrets.length === 0,
     corsOrigins: Object.freeze(corsOrigins),

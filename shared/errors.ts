@@ -13,7 +13,7 @@ export const ErrorCode = {
   token_expired: { status: 401, description: 'The feedback token has expired; the page needs a new one from the backend that minted it.', headers: ['WWW-Authenticate'] },
   invalid_token: { status: 401, description: 'The feedback token is not valid (altered, signed with an unknown key, or not a feedback token).', headers: ['WWW-Authenticate'] },
   token_out_of_scope: { status: 403, description: 'The feedback token does not cover this record, this annotator (`user_id`) or one of these questions (`values` keys).' },
-  forbidden: { status: 403, description: 'The key may not write to that dataset, or an admin endpoint was called without the admin scope.' },
+  forbidden: { status: 403, description: 'The key may not write to (or read) that dataset, has no read scope for a read, or called an admin endpoint without the admin scope.' },
   invalid_json: { status: 400, description: 'The body is not valid JSON.' },
   validation_failed: { status: 400, description: 'Missing field, wrong type, bad value or unknown property; `details` lists each.' },
   invalid_header: { status: 400, description: 'A header has a bad value (for example an `Idempotency-Key` outside 1–255 printable characters).' },
@@ -23,6 +23,7 @@ export const ErrorCode = {
   not_found: { status: 404, description: 'Unknown path.' },
   dataset_not_found: { status: 404, description: 'The dataset has no definition and the server runs with `DATASETS=strict`; or `GET /datasets/{id}` of an undefined dataset.' },
   record_not_found: { status: 404, description: 'The record is neither stored nor accepted and queued.' },
+  record_pending: { status: 404, description: 'The record id is one this service accepted, but the worker has not stored the record yet; retry after `Retry-After`.', headers: ['Retry-After'] },
   method_not_allowed: { status: 405, description: 'Known path, wrong method; `Allow` lists the methods.', headers: ['Allow'] },
   idempotency_key_reused: { status: 409, description: 'The same `Idempotency-Key` was used with a different body.' },
   dead_letter_not_retryable: { status: 409, description: 'The dead letter holds no single write that passes the queue contract (a whole malformed job, a malformed write); inspect it and purge it.' },
@@ -32,6 +33,7 @@ export const ErrorCode = {
   rate_limited: { status: 429, description: 'Per-key rate limit exceeded; see `Retry-After`.', headers: ['Retry-After', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'] },
   internal_error: { status: 500, description: 'A bug: the request was not accepted. Logged with the request id.' },
   queue_unavailable: { status: 503, description: 'Redis is unreachable or did not acknowledge the write in time; nothing was promised.', headers: ['Retry-After'] },
+  store_unavailable: { status: 503, description: 'MongoDB did not answer a read; retry after `Retry-After`.', headers: ['Retry-After'] },
   overloaded: { status: 503, description: 'The backlog is above `BACKLOG_MAX_JOBS`; retry after `Retry-After`.', headers: ['Retry-After'] },
 } as const satisfies Record<string, { status: number; description: string; headers?: readonly ErrorHeader[] }>;
 

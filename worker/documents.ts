@@ -1,4 +1,5 @@
 import type { Filter, UpdateFilter } from 'mongodb';
+import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
 import type { RecordWrite, ResponseWrite, Write } from '../shared/schemas.js';
 
 /** A validated write with its place in the acceptance order. */
@@ -8,34 +9,6 @@ export interface SequencedWrite {
   readonly seq: number;
   /** Place of the write in its job. */
   readonly index: number;
-}
-
-export interface RecordDoc {
-  _id: string;
-  feedback_dataset_id: string;
-  field_to_value: Record<string, unknown>;
-  external_id?: string;
-  metadata?: Record<string, unknown>;
-  status: 'submitted';
-  api_key: string;
-  request_id: string;
-  created_at: Date;
-  updated_at: Date;
-}
-
-export interface ResponseDoc {
-  _id: string;
-  feedback_record_id: string;
-  feedback_dataset_id: string;
-  user_id: string;
-  status: string;
-  values: Record<string, unknown>;
-  /** Acceptance order of the version stored; an update with a lower one never replaces it. */
-  seq: number;
-  api_key: string;
-  request_id: string;
-  created_at: Date;
-  updated_at: Date;
 }
 
 export function recordDoc(w: RecordWrite): RecordDoc {

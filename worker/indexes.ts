@@ -4,9 +4,11 @@ import { isTransientMongoError, TransientStoreError } from './errors.js';
 
 /** The indexes the worker's writes and the expected reads need (idempotent to create). */
 const INDEXES: readonly { readonly collection: string; readonly index: IndexDescription }[] = [
-  { collection: COLLECTIONS.records, index: { key: { feedback_dataset_id: 1, created_at: 1 }, name: 'dataset_created' } },
+  // The read API pages a dataset by (created_at, _id) both ways and exports it by dataset.
+  { collection: COLLECTIONS.records, index: { key: { feedback_dataset_id: 1, created_at: 1, _id: 1 }, name: 'dataset_created_id' } },
   { collection: COLLECTIONS.records, index: { key: { feedback_dataset_id: 1, external_id: 1 }, name: 'dataset_external_id' } },
   { collection: COLLECTIONS.responses, index: { key: { feedback_record_id: 1, user_id: 1 }, name: 'record_user_unique', unique: true } },
+  // Also the read API's `updated_since` (responses of a dataset changed since a time).
   { collection: COLLECTIONS.responses, index: { key: { feedback_dataset_id: 1, updated_at: 1 }, name: 'dataset_updated' } },
   { collection: COLLECTIONS.responseLeases, index: { key: { epoch: 1 }, name: 'epoch' } },
   { collection: COLLECTIONS.deadLetters, index: { key: { failed_at: 1 }, name: 'failed_at' } },

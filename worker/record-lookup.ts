@@ -1,7 +1,7 @@
 import type { Collection } from 'mongodb';
-import type { RecordDoc } from './documents.js';
+import type { RecordDoc } from '../shared/documents.js';
 import { isTransientMongoError, TransientStoreError } from './errors.js';
-import type { StoreProfile } from './store-profile.js';
+import type { StoreProfile } from '../shared/store-profile.js';
 
 interface RecordLookup {
   /** Notes a record as stored (records are never deleted, so the note stays true). */

@@ -12,7 +12,7 @@ import { isTransientMongoError, TransientStoreError } from './errors.js';
 import { ensureIndexes } from './indexes.js';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.js';
 import { createWriteProcessor } from './processor.js';
-import { detectStoreProfile, type StoreProfile } from './store-profile.js';
+import { detectStoreProfile, type StoreProfile } from '../shared/store-profile.js';
 import { createFeedbackWriter } from './writer.js';
 
 export interface WorkerRuntime {

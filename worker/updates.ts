@@ -1,7 +1,8 @@
 import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection } from 'mongodb';
-import type { ResponseDoc, ResponseUpdate } from './documents.js';
+import type { ResponseDoc } from '../shared/documents.js';
+import type { ResponseUpdate } from './documents.js';
 import { isDuplicateKey, isTransientMongoError, TransientStoreError } from './errors.js';
-import type { StoreProfile } from './store-profile.js';
+import type { StoreProfile } from '../shared/store-profile.js';
 
 /** What became of one conditional update. */
 export type UpdateOutcome = { readonly kind: 'applied' } | { readonly kind: 'stale' } | { readonly kind: 'rejected'; readonly error: string };

@@ -9,14 +9,13 @@ import {
   isResponseWrite,
   recordDoc,
   responseUpdate,
-  type RecordDoc,
-  type ResponseDoc,
   type SequencedWrite,
 } from './documents.js';
+import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
 import { insertNew } from './inserts.js';
 import { createLeases } from './leases.js';
 import { createRecordLookup } from './record-lookup.js';
-import type { StoreProfile } from './store-profile.js';
+import type { StoreProfile } from '../shared/store-profile.js';
 import { applyUpdates, type UpdateOutcome } from './updates.js';
 
 /** What became of one write. */

@@ -9,8 +9,10 @@ export interface AuthenticatedKey {
   readonly name: string;
   /** Datasets the key may write to; null = any (every `API_KEYS` key). */
   readonly datasets: readonly string[] | null;
-  /** May call the admin endpoints (`/admin/...`). */
+  /** May call the admin endpoints (`/admin/...`), and read every dataset. */
   readonly admin: boolean;
+  /** May read the datasets it may write to (`GET /feedback-record/…`, `/datasets/…`). */
+  readonly read: boolean;
   /** The key's own write limit per minute (stored keys only); absent = the configured default. */
   readonly rateLimitPerMinute?: number;
 }
@@ -23,11 +25,13 @@ export interface KeyVerifier {
 /**
  * Compares SHA-256 digests with timingSafeEqual against every configured key, without stopping
  * at a match, so neither the secret's bytes nor its position leak through timing. Keys named in
- * `adminNames` (`ADMIN_API_KEY_NAMES`) carry the admin scope; none is limited to datasets.
+ * `adminNames` (`ADMIN_API_KEY_NAMES`) carry the admin scope, those in `readNames`
+ * (`READ_API_KEY_NAMES`) the read scope; none is limited to datasets.
  */
-export function createKeyVerifier(keys: readonly ApiKeyConfig[], options: { adminNames?: readonly string[] } = {}): KeyVerifier {
+export function createKeyVerifier(keys: readonly ApiKeyConfig[], options: { adminNames?: readonly string[]; readNames?: readonly string[] } = {}): KeyVerifier {
   const admins = new Set(options.adminNames ?? []);
-  const scoped = keys.map((key) => ({ digest: key.digest, key: Object.freeze({ name: key.name, datasets: null, admin: admins.has(key.name) }) }));
+  const readers = new Set(options.readNames ?? []);
+  const scoped = keys.map((key) => ({ digest: key.digest, key: Object.freeze({ name: key.name, datasets: null, admin: admins.has(key.name), read: readers.has(key.name) }) }));
   return {
     verify(token) {
       const digest = createHash('sha256').update(token, 'utf8').digest();
@@ -56,6 +60,15 @@ export function chainKeyVerifiers(...verifiers: readonly KeyVerifier[]): KeyVeri
 /** True when `key` may write to `datasetId`. */
 export function mayWriteDataset(key: AuthenticatedKey, datasetId: string): boolean {
   return key.datasets === null || key.datasets.includes(datasetId);
+}
+
+/**
+ * True when `key` may read `datasetId`: admin keys read every dataset; other keys need the read
+ * scope, and read only the datasets they may write to. A write key cannot read (a chatbot's key
+ * would otherwise expose everyone's feedback).
+ */
+export function mayReadDataset(key: AuthenticatedKey, datasetId: string): boolean {
+  return key.admin || (key.read && mayWriteDataset(key, datasetId));
 }
 
 const BEARER_RE = /^Bearer +([\x21-\x7e]+) *$/i;
@@ -113,6 +126,7 @@ export function authenticate(verifier: KeyVerifier, options: { feedbackTokens?: 
       name: issuedBy,
       datasets: Object.freeze([]),
       admin: false,
+      read: false,
       ...(rateLimitPerMinute === undefined ? {} : { rateLimitPerMinute }),
     }) satisfies AuthenticatedKey;
     await next();

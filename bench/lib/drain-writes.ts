@@ -5,7 +5,8 @@ import { createIdMinter } from '../../shared/ids.js';
 import { COLLECTIONS } from '../../shared/mongo.js';
 import { createOrderClock } from '../../shared/order-clock.js';
 import type { RecordWrite, ResponseWrite, Write } from '../../shared/schemas.js';
-import { firstResponseDoc, recordDoc, type RecordDoc, type ResponseDoc } from '../../worker/documents.js';
+import type { RecordDoc, ResponseDoc } from '../../shared/documents.js';
+import { firstResponseDoc, recordDoc } from '../../worker/documents.js';
 import { ensureIndexes } from '../../worker/indexes.js';
 
 /** Documents per insertMany, for seeding and for the raw passes. */

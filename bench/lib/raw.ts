@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { Db } from 'mongodb';
 import { COLLECTIONS } from '../../shared/mongo.js';
 import type { RecordWrite } from '../../shared/schemas.js';
-import { firstResponseDoc, recordDoc, type RecordDoc, type ResponseDoc } from '../../worker/documents.js';
+import type { RecordDoc, ResponseDoc } from '../../shared/documents.js';
+import { firstResponseDoc, recordDoc } from '../../worker/documents.js';
 
 interface RawRate {
   /** Writes (a record with its first response, or a response) stored per second. */

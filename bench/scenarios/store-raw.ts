@@ -3,7 +3,8 @@
 import type { AnyBulkWriteOperation } from 'mongodb';
 import { COLLECTIONS } from '../../shared/mongo.js';
 import type { ResponseWrite } from '../../shared/schemas.js';
-import { firstResponseDoc, recordDoc, type RecordDoc, type ResponseDoc } from '../../worker/documents.js';
+import type { RecordDoc, ResponseDoc } from '../../shared/documents.js';
+import { firstResponseDoc, recordDoc } from '../../worker/documents.js';
 import { INSERT_BATCH, recordWrite, type Burst, type Seed } from '../lib/drain-writes.js';
 import type { Monitor } from '../lib/store-monitor.js';
 import { verifyStored } from './worker-drain.js';

@@ -8,7 +8,7 @@ import { createLogger } from '../../shared/logger.js';
 import { COLLECTIONS } from '../../shared/mongo.js';
 import { createWriteQueues, WRITE_JOB_NAME } from '../../shared/queue.js';
 import { createRedis } from '../../shared/redis.js';
-import type { ResponseDoc } from '../../worker/documents.js';
+import type { ResponseDoc } from '../../shared/documents.js';
 import type { JobSummary } from '../../worker/processor.js';
 import { startWorker } from '../../worker/runtime.js';
 import type { Burst, Seed } from '../lib/drain-writes.js';

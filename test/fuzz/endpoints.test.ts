@@ -171,7 +171,8 @@ describe('bad input: property-based fuzzing of both endpoints (fast-check, real 
       if (shape.code === 'validation_failed') assert.ok(Array.isArray(shape.details) && shape.details.length > 0, `validation_failed without details: ${context()}`);
       else assert.equal(shape.details, undefined, `details on ${shape.code}: ${context()}`);
       if (a.status === 401) assert.match(header(a, 'www-authenticate') ?? '', /^Bearer/, context());
-      if (a.status === 405) assert.match(header(a, 'allow') ?? '', /POST/, context());
+      // POST for the write paths, GET for GET /feedback-record/{id}.
+      if (a.status === 405) assert.match(header(a, 'allow') ?? '', what.includes(' /feedback-record/x ') ? /\bGET\b/ : /\bPOST\b/, context());
       return;
     }
     assert.ok(expected.some((e) => e.status === a.status), `unexpected answer: ${context()}`);
@@ -485,7 +486,7 @@ const CONTENT_TYPES: readonly (readonly [string | undefined | readonly string[],
   [['application/json', 'text/plain'], 'json'],
 ];
 
-const PATHS: readonly (readonly [string, 'record' | 'response' | 'unknown' | 'record?' | 'response?'])[] = [
+const PATHS: readonly (readonly [string, 'record' | 'response' | 'unknown' | 'record?' | 'response?' | 'read'])[] = [
   ['/feedback-record', 'record'],
   ['/feedback-record', 'record'],
   ['/feedback-record', 'record'],
@@ -499,7 +500,8 @@ const PATHS: readonly (readonly [string, 'record' | 'response' | 'unknown' | 're
   ['/Feedback-Response', 'response?'],
   ['/', 'unknown'],
   ['/feedback-records', 'unknown'],
-  ['/feedback-record/x', 'unknown'],
+  // GET /feedback-record/{id} (the read side): a known path, so other methods are 405.
+  ['/feedback-record/x', 'read'],
   ['/feedback', 'unknown'],
   ['/healthz/x', 'unknown'],
 ];
@@ -621,6 +623,15 @@ function chunk(body: Buffer): Buffer {
 function expectRaw(r: RawRequest, pool: readonly string[]): { answers: Expect[]; endpoint: 'record' | 'response' | undefined; read: unknown } {
   const [, route] = r.path;
   if (route === 'unknown') return { answers: [err('not_found')], endpoint: undefined, read: undefined };
+  if (route === 'read') {
+    const none = { endpoint: undefined, read: undefined };
+    if (r.method === 'OPTIONS') return { answers: [OK, { status: 204 }], ...none };
+    if (r.method !== 'GET') return { answers: [err('method_not_allowed')], ...none };
+    if (r.auth === 'missing' || r.auth === 'basic' || r.auth === 'empty' || r.auth === 'nonascii') return { answers: [err('unauthorized')], ...none };
+    if (r.auth === 'wrong' || r.auth === 'long' || r.auth === 'dup-wrong-first') return { answers: [err('invalid_api_key')], ...none };
+    // A write-only key: 403; a key with the read scope: "x" is no id this service minted.
+    return { answers: [err('forbidden'), err('record_not_found')], ...none };
+  }
   const endpoint = route.startsWith('record') ? 'record' : 'response';
   const alternatives: Expect[] = route.endsWith('?') ? [err('not_found')] : [];
   if (r.method === 'OPTIONS') return { answers: [...alternatives, OK, { status: 204 }], endpoint: undefined, read: undefined };

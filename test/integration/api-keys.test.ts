@@ -143,7 +143,7 @@ describe('API keys in MongoDB', () => {
     let storedAdmin: string;
     let storedPlain: string;
     before(async () => {
-      storedAdmin = (await admin.create({ name: 'stored-admin', admin: true })).secret;
+      storedAdmin = (await admin.create({ name: 'stored-admin', admin: true, read: false })).secret;
       storedPlain = (await admin.create({ name: 'stored-plain' })).secret;
       // A refresh may run between the two inserts: wait until both keys are loaded (401 = unknown).
       await eventually(async () => ((await get('/admin/dead-letters', storedAdmin)).status === 200 ? true : undefined), 10_000, 'stored admin key loaded');
@@ -173,7 +173,7 @@ describe('API keys in MongoDB', () => {
   describe('the keys CLI as a process', () => {
     it('create prints the secret once, list never prints it, revoke takes the key out of list', async function () {
       this.timeout(60_000);
-      const created = await runCli('scripts/keys-main.ts', ['create', '--name', 'cli-key', '--datasets', 'ds_x,ds_y', '--admin'], stack.config, API_KEYS);
+      const created = await runCli('scripts/keys-main.ts', ['create', '--name', 'cli-key', '--datasets', 'ds_x,ds_y', '--read', '--admin'], stack.config, API_KEYS);
       expect(created.code, created.stderr).to.equal(0);
       const secret = secretOf(created.stdout.split('\n'));
       expect(created.stdout.split(secret)).to.have.length(2);
@@ -181,7 +181,8 @@ describe('API keys in MongoDB', () => {
 
       const listed = await runCli('scripts/keys-main.ts', ['list'], stack.config, API_KEYS);
       expect(listed.code, listed.stderr).to.equal(0);
-      expect(listed.stdout).to.match(/^cli-key\tds_x,ds_y\tadmin\t/m);
+      expect(listed.stdout).to.match(/^cli-key\tds_x,ds_y\twrite\+read\+admin\t/m);
+      expect((await admin.list()).find((k) => k.name === 'cli-key')).to.include({ read: true, admin: true });
       expect(listed.stdout).to.not.include(secret);
       expect(listed.stdout).to.not.include(createHash('sha256').update(secret).digest('hex'));
 
@@ -213,7 +214,7 @@ describe('API keys in MongoDB: MongoDB unreachable', () => {
       const storeAdmin = createApiKeyAdmin({ db: mongo.db, reservedNames: [] });
       const { secret } = await storeAdmin.create({ name: 'survivor', datasets: ['ds_a'] });
       await store.start(5_000);
-      expect(store.verify(secret)).to.deep.equal({ name: 'survivor', datasets: ['ds_a'], admin: false });
+      expect(store.verify(secret)).to.deep.equal({ name: 'survivor', datasets: ['ds_a'], admin: false, read: false });
       await ferret.stop();
       expect(await store.refresh()).to.equal(false);
       expect(store.verify(secret)?.name).to.equal('survivor');

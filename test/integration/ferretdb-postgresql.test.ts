@@ -101,6 +101,7 @@ describe('ferretdb on postgresql: startFerretDb({ backend: postgresql }) and scr
     const cases: Array<[string, Record<string, unknown>]> = [
       [COLLECTIONS.responses, { _id: 'resp-1' }],
       [COLLECTIONS.responses, { feedback_record_id: 'rec-1' }],
+      [COLLECTIONS.responses, { feedback_dataset_id: 'ds-1' }],
       [COLLECTIONS.records, { _id: 'rec-1' }],
       [COLLECTIONS.records, { feedback_dataset_id: 'ds-1' }],
     ];
@@ -122,6 +123,6 @@ describe('ferretdb on postgresql: startFerretDb({ backend: postgresql }) and scr
       `SELECT count(*) FROM pg_indexes i JOIN "${database}"._ferretdb_database_metadata m ON i.tablename = m._jsonb->>'table' WHERE i.schemaname = '${database}' AND m._jsonb->>'_id' = 'created_later' AND i.indexdef LIKE '%USING gin%'`,
     );
     expect(row).to.deep.equal(['1']);
-    expect(names).to.have.length(Object.values(COLLECTIONS).length + 2 + 1);
+    expect(names).to.have.length(Object.values(COLLECTIONS).length + 3 + 1);
   });
 });

@@ -310,9 +310,18 @@ function commonRules(path: string, getStack: () => Stack, valid: () => Json, acc
   });
 
   describe('routing', () => {
-    for (const unknown of [`${path}s`, `${path}/extra`, '/nope', '/']) {
+    for (const unknown of [`${path}s`, `${path}/extra/more`, '/nope', '/']) {
       it(`404 not_found for POST ${unknown}`, async () => {
         expectError(await send(getStack(), 'POST', unknown, { body: valid(), headers: { ...AUTH, ...JSON_TYPE } }), 404, 'not_found');
+      });
+    }
+
+    if (path === '/feedback-record') {
+      // GET /feedback-record/{id} (the read side) makes this a known path.
+      it('405 method_not_allowed with Allow: GET for POST /feedback-record/{id}', async () => {
+        const res = await send(getStack(), 'POST', `${path}/extra`, { body: valid(), headers: { ...AUTH, ...JSON_TYPE } });
+        expectError(res, 405, 'method_not_allowed');
+        expect(res.headers.get('allow')).to.match(/GET/);
       });
     }
 

@@ -88,8 +88,8 @@ describe('logs', function () {
       // timingSafeEqual length error) and that a later key is still found.
       const keys = loadConfig({ API_KEYS: `a:${'x'.repeat(40)},b:short-secret-b,c:sha256:${'0'.repeat(64)}` }).apiKeys;
       const verifier = createKeyVerifier(keys);
-      expect(verifier.verify('short-secret-b')).to.deep.equal({ name: 'b', datasets: null, admin: false });
-      expect(verifier.verify('x'.repeat(40))).to.deep.equal({ name: 'a', datasets: null, admin: false });
+      expect(verifier.verify('short-secret-b')).to.deep.equal({ name: 'b', datasets: null, admin: false, read: false });
+      expect(verifier.verify('x'.repeat(40))).to.deep.equal({ name: 'a', datasets: null, admin: false, read: false });
       for (const token of ['', 'x', 'x'.repeat(39), 'x'.repeat(41), 'short-secret-B', 'y'.repeat(10_000)]) expect(verifier.verify(token)).to.equal(undefined);
     });
   });

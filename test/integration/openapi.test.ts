@@ -1,5 +1,6 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { expect } from 'chai';
+import { insertSeed, seedDocs } from '../helpers/read-seed.js';
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -137,10 +138,11 @@ describe('GET /openapi.json', () => {
   });
 
   const listQueries = [
-    { path: '/admin/dead-letters', names: ['reason', 'limit', 'cursor'] },
-    { path: '/datasets', names: ['limit', 'cursor'] },
+    { path: '/admin/dead-letters', url: '/admin/dead-letters', names: ['reason', 'limit', 'cursor'] },
+    { path: '/datasets', url: '/datasets', names: ['limit', 'cursor'] },
+    { path: '/datasets/{dataset_id}/records', url: '/datasets/ds_openapi_empty/records', names: ['order', 'limit', 'updated_since', 'responses', 'cursor'] },
   ] as const;
-  for (const { path, names } of listQueries) {
+  for (const { path, url, names } of listQueries) {
     it(`documents the query of GET ${path} as the route parses it (names, limit bounds and default)`, async () => {
       const admin = { Authorization: `Bearer ${TEST_KEY.secret}` };
       const params = operation(doc, path, 'get')['parameters'] as Json[];
@@ -150,7 +152,7 @@ describe('GET /openapi.json', () => {
       const limit = query.find((p) => p['name'] === 'limit')!['schema'] as Json;
       expect(limit).to.include({ type: 'integer', minimum: 1 });
       expect(limit['default']).to.be.within(limit['minimum'] as number, limit['maximum'] as number);
-      const status = async (q: string) => (await stack.request(`${path}?${q}`, { method: 'GET', headers: admin })).status;
+      const status = async (q: string) => (await stack.request(`${url}?${q}`, { method: 'GET', headers: admin })).status;
       expect(await status(`limit=${limit['maximum'] as number}`)).to.equal(200);
       expect(await status(`limit=${limit['minimum'] as number}`)).to.equal(200);
       expect(await status(`limit=${(limit['maximum'] as number) + 1}`)).to.equal(400);
@@ -181,6 +183,28 @@ describe('GET /openapi.json', () => {
       const check = ajv.compile(schemaOf(doc, documented));
       expect(check(answer.body), `${call.method} ${url}: ${answer.text} ${JSON.stringify(check.errors)}`).to.equal(true);
     }
+  });
+
+  it('documents the read endpoints, and a real page of records and a real record match their schemas', async () => {
+    for (const path of ['/feedback-record/{id}', '/datasets/{dataset_id}/records', '/datasets/{dataset_id}/export']) {
+      const op = operation(doc, path, 'get');
+      expect(op['security'], path).to.deep.equal([{ bearerAuth: [] }]);
+      expect(codesByStatus(op['responses']).get('403'), path).to.include('forbidden');
+      expect(codesByStatus(op['responses']).get('503'), path).to.include('store_unavailable');
+    }
+    expect(codesByStatus(operation(doc, '/feedback-record/{id}', 'get')['responses']).get('404')).to.have.members(['record_not_found', 'record_pending']);
+    expect(operation(doc, '/datasets/{dataset_id}/export', 'get')['responses']['200']['content']).to.have.property('application/x-ndjson');
+    const [seeded] = seedDocs({ datasetId: 'ds_openapi', count: 1, responseTimesMs: (_, created) => [created, created + 1] });
+    await insertSeed(stack.db, [seeded!]);
+    const admin = { Authorization: `Bearer ${TEST_KEY.secret}` };
+    const page = await stack.request('/datasets/ds_openapi/records', { method: 'GET', headers: admin });
+    expect(page.status, page.text).to.equal(200);
+    expect((page.body as Json)['items'][0]['responses']).to.have.length(2);
+    const validPage = ajv.compile(schemaOf(doc, operation(doc, '/datasets/{dataset_id}/records', 'get')['responses']['200']));
+    expect(validPage(page.body), JSON.stringify(validPage.errors)).to.equal(true);
+    const validRecord = ajv.compile(doc['components']['schemas']['RecordView'] as Json);
+    expect(validRecord({ ...(page.body as Json)['items'][0], api_key: 'x' }), 'an undocumented property').to.equal(true);
+    expect(validRecord({ ...(page.body as Json)['items'][0], created_at: 7 }), 'a wrong type').to.equal(false);
   });
 
   it('lists every ErrorCode, each under the response of its HTTP status', () => {

@@ -215,7 +215,7 @@ describe('rate limits', () => {
       const keys: KeyVerifier = {
         verify(token) {
           const own = limits[token];
-          return { name: token, datasets: null, admin: false, ...(own === undefined ? {} : { rateLimitPerMinute: own }) };
+          return { name: token, datasets: null, admin: false, read: false, ...(own === undefined ? {} : { rateLimitPerMinute: own }) };
         },
       };
       const app = createApp({

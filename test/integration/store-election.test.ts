@@ -94,8 +94,15 @@ describe('store election (NotWritablePrimary replies from the store)', () => {
     const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => stack!.post('/feedback-record', recordBody({ record: { external_id: `election-${i}` } }))));
     for (const a of answers) expect(a.status).to.equal(200);
     const db = stack.db;
-    await eventually(async () => ((await records(db).countDocuments({ _id: { $in: answers.map((a) => a.body.feedback_record_id) } })) === answers.length ? true : undefined), 30_000, 'every record stored');
-    expect(await responses(db).countDocuments({ _id: { $in: answers.map((a) => a.body.feedback_response_id) } })).to.equal(answers.length);
+    // A record is stored one command before its response: wait for both, then compare.
+    const stored = async () => ({
+      records: await records(db).countDocuments({ _id: { $in: answers.map((a) => a.body.feedback_record_id) } }),
+      responses: await responses(db).countDocuments({ _id: { $in: answers.map((a) => a.body.feedback_response_id) } }),
+    });
+    await eventually(async () => {
+      const n = await stored();
+      return n.records === answers.length && n.responses === answers.length ? true : undefined;
+    }, 30_000, 'every record and response stored');
     expect(proxy.refused(), 'the store refused writes as during an election').to.equal(4);
     // JOB_ATTEMPTS=1: had an election error used an attempt, the job would have failed for good.
     expect(await deadLetters(db).countDocuments({})).to.equal(0);

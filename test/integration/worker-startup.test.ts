@@ -13,11 +13,11 @@ describe('worker start-up', () => {
     const client = new MongoClient(config.mongodbUri, { ...mongoClientOptions(), retryWrites: false });
     try {
       // An index of the same name on other keys: MongoDB (IndexKeySpecsConflict) and FerretDB refuse.
-      await client.db(config.mongodbDatabase).collection(COLLECTIONS.records).createIndex({ external_id: 1 }, { name: 'dataset_created' });
+      await client.db(config.mongodbDatabase).collection(COLLECTIONS.records).createIndex({ external_id: 1 }, { name: 'dataset_created_id' });
       const started = startWorker(config, silentLogger);
       const err = await started.then(() => undefined, (e: unknown) => e);
       expect(err).to.be.instanceOf(IndexSetupError);
-      expect((err as Error).message).to.match(/^cannot create index dataset_created on feedback_records: /);
+      expect((err as Error).message).to.match(/^cannot create index dataset_created_id on feedback_records: /);
     } finally {
       await client.db(config.mongodbDatabase).dropDatabase();
       await client.close();

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { MongoClient, type Collection, type Db, type Document } from 'mongodb';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
 import { ensureIndexes } from '../../worker/indexes.js';
-import { STORE_PROFILES, type StoreProfile } from '../../worker/store-profile.js';
+import { STORE_PROFILES, type StoreProfile } from '../../shared/store-profile.js';
 import { createFeedbackWriter, type WriteResult } from '../../worker/writer.js';
 import { uniqueName } from '../helpers/env.js';
 import { sharedServices } from '../helpers/root-hooks.js';

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
 import { ensureIndexes } from '../../worker/indexes.js';
-import { STORE_PROFILES, detectStoreProfile, type StoreProfile } from '../../worker/store-profile.js';
+import { STORE_PROFILES, detectStoreProfile, type StoreProfile } from '../../shared/store-profile.js';
 import { createFeedbackWriter, type FeedbackWriter, type WriteResult } from '../../worker/writer.js';
 import { uniqueName } from '../helpers/env.js';
 import { sharedServices } from '../helpers/root-hooks.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { createHash } from 'node:crypto';
-import { chainKeyVerifiers, createKeyVerifier, mayWriteDataset, type KeyVerifier } from '../../api/middleware/auth.js';
+import { chainKeyVerifiers, createKeyVerifier, mayReadDataset, mayWriteDataset, type KeyVerifier } from '../../api/middleware/auth.js';
 import { loadConfig } from '../../shared/config.js';
 
 describe('createKeyVerifier (api/middleware/auth.ts)', () => {
@@ -11,12 +11,12 @@ describe('createKeyVerifier (api/middleware/auth.ts)', () => {
   const verifier = createKeyVerifier(keys);
 
   it('finds the key whose secret is the token', () => {
-    expect(verifier.verify('bot-secret-0001')).to.deep.equal({ name: 'bot', datasets: null, admin: false });
-    expect(verifier.verify('annotator-secret-02')).to.deep.equal({ name: 'annotator', datasets: null, admin: false });
+    expect(verifier.verify('bot-secret-0001')).to.deep.equal({ name: 'bot', datasets: null, admin: false, read: false });
+    expect(verifier.verify('annotator-secret-02')).to.deep.equal({ name: 'annotator', datasets: null, admin: false, read: false });
   });
 
   it('finds a key configured as sha256:<digest>', () => {
-    expect(verifier.verify(hashed)).to.deep.equal({ name: 'hashed', datasets: null, admin: false });
+    expect(verifier.verify(hashed)).to.deep.equal({ name: 'hashed', datasets: null, admin: false, read: false });
   });
 
   for (const [name, token] of [
@@ -43,26 +43,45 @@ describe('key scopes (api/middleware/auth.ts)', () => {
 
   it('gives the admin scope to the keys named in ADMIN_API_KEY_NAMES only', () => {
     const verifier = createKeyVerifier(keys, { adminNames: ['ops'] });
-    expect(verifier.verify('ops-secret-0002')).to.deep.equal({ name: 'ops', datasets: null, admin: true });
-    expect(verifier.verify('bot-secret-0001')).to.deep.equal({ name: 'bot', datasets: null, admin: false });
+    expect(verifier.verify('ops-secret-0002')).to.deep.equal({ name: 'ops', datasets: null, admin: true, read: false });
+    expect(verifier.verify('bot-secret-0001')).to.deep.equal({ name: 'bot', datasets: null, admin: false, read: false });
   });
 
   it('ADMIN_API_KEY_NAMES must name keys of API_KEYS', () => {
     expect(() => loadConfig({ API_KEYS: 'bot:bot-secret-0001', ADMIN_API_KEY_NAMES: 'bot,nobody' })).to.throw(/ADMIN_API_KEY_NAMES .*nobody/);
   });
 
+  it('gives the read scope to the keys named in READ_API_KEY_NAMES only, which must be keys of API_KEYS', () => {
+    const config = loadConfig({ API_KEYS: 'bot:bot-secret-0001,ops:ops-secret-0002', READ_API_KEY_NAMES: 'ops' });
+    expect(config.readApiKeyNames).to.deep.equal(['ops']);
+    const verifier = createKeyVerifier(keys, { readNames: config.readApiKeyNames });
+    expect(verifier.verify('ops-secret-0002')).to.deep.equal({ name: 'ops', datasets: null, admin: false, read: true });
+    expect(verifier.verify('bot-secret-0001')?.read).to.equal(false);
+    expect(() => loadConfig({ API_KEYS: 'bot:bot-secret-0001', READ_API_KEY_NAMES: 'nobody' })).to.throw(/READ_API_KEY_NAMES .*nobody/);
+  });
+
+  it('mayReadDataset: admin reads any dataset; a read key its own datasets; a write-only key none', () => {
+    const key = (o: { datasets?: string[] | null; admin?: boolean; read?: boolean }) => ({ name: 'k', datasets: o.datasets ?? null, admin: o.admin ?? false, read: o.read ?? false });
+    expect(mayReadDataset(key({ admin: true, datasets: ['ds_a'] }), 'ds_x')).to.equal(true);
+    expect(mayReadDataset(key({ read: true }), 'ds_x')).to.equal(true);
+    expect(mayReadDataset(key({ read: true, datasets: ['ds_a'] }), 'ds_a')).to.equal(true);
+    expect(mayReadDataset(key({ read: true, datasets: ['ds_a'] }), 'ds_x')).to.equal(false);
+    expect(mayReadDataset(key({}), 'ds_x')).to.equal(false);
+    expect(mayReadDataset(key({ datasets: ['ds_a'] }), 'ds_a')).to.equal(false);
+  });
+
   it('a chain tries each verifier in order and stops at the first that knows the token', () => {
-    const stored: KeyVerifier = { verify: (t) => (t === 'stored-secret' || t === 'bot-secret-0001' ? { name: 'stored', datasets: ['ds_a'], admin: false } : undefined) };
+    const stored: KeyVerifier = { verify: (t) => (t === 'stored-secret' || t === 'bot-secret-0001' ? { name: 'stored', datasets: ['ds_a'], admin: false, read: false } : undefined) };
     const chain = chainKeyVerifiers(createKeyVerifier(keys), stored);
     expect(chain.verify('bot-secret-0001')?.name).to.equal('bot');
-    expect(chain.verify('stored-secret')).to.deep.equal({ name: 'stored', datasets: ['ds_a'], admin: false });
+    expect(chain.verify('stored-secret')).to.deep.equal({ name: 'stored', datasets: ['ds_a'], admin: false, read: false });
     expect(chain.verify('nobody')).to.equal(undefined);
   });
 
   it('mayWriteDataset: null means any dataset, a list means those only', () => {
-    expect(mayWriteDataset({ name: 'a', datasets: null, admin: false }, 'ds_x')).to.equal(true);
-    expect(mayWriteDataset({ name: 'a', datasets: ['ds_a', 'ds_b'], admin: false }, 'ds_b')).to.equal(true);
-    expect(mayWriteDataset({ name: 'a', datasets: ['ds_a'], admin: false }, 'ds_x')).to.equal(false);
-    expect(mayWriteDataset({ name: 'a', datasets: [], admin: false }, 'ds_a')).to.equal(false);
+    expect(mayWriteDataset({ name: 'a', datasets: null, admin: false, read: false }, 'ds_x')).to.equal(true);
+    expect(mayWriteDataset({ name: 'a', datasets: ['ds_a', 'ds_b'], admin: false, read: false }, 'ds_b')).to.equal(true);
+    expect(mayWriteDataset({ name: 'a', datasets: ['ds_a'], admin: false, read: false }, 'ds_x')).to.equal(false);
+    expect(mayWriteDataset({ name: 'a', datasets: [], admin: false, read: false }, 'ds_a')).to.equal(false);
   });
 });

@@ -159,8 +159,8 @@ describe('loadConfig (shared/config.ts)', () => {
       const c = loadConfig({ API_KEYS: ' bot-1:secret-one-1 , ,annotator@tool.io:secret:with:colons ' });
       expect(c.apiKeys.map((k) => k.name)).to.deep.equal(['bot-1', 'annotator@tool.io']);
       const verifier = createKeyVerifier(c.apiKeys);
-      expect(verifier.verify('secret-one-1')).to.deep.equal({ name: 'bot-1', datasets: null, admin: false });
-      expect(verifier.verify('secret:with:colons')).to.deep.equal({ name: 'annotator@tool.io', datasets: null, admin: false });
+      expect(verifier.verify('secret-one-1')).to.deep.equal({ name: 'bot-1', datasets: null, admin: false, read: false });
+      expect(verifier.verify('secret:with:colons')).to.deep.equal({ name: 'annotator@tool.io', datasets: null, admin: false, read: false });
     });
 
     it('keeps only a digest of a plaintext secret, never the secret', () => {
@@ -178,7 +178,7 @@ describe('loadConfig (shared/config.ts)', () => {
       for (const digest of [hex, hex.toUpperCase()]) {
         const c = loadConfig({ API_KEYS: `svc:sha256:${digest}` });
         expect(c.apiKeys.map((k) => k.name)).to.deep.equal(['svc']);
-        expect(createKeyVerifier(c.apiKeys).verify(secret)).to.deep.equal({ name: 'svc', datasets: null, admin: false });
+        expect(createKeyVerifier(c.apiKeys).verify(secret)).to.deep.equal({ name: 'svc', datasets: null, admin: false, read: false });
         // The digest string itself is not a key.
         expect(createKeyVerifier(c.apiKeys).verify(`sha256:${digest}`)).to.equal(undefined);
       }

@@ -1,0 +1,134 @@
+import { Readable } from 'node:stream';
+import type { Context, Middleware } from 'koa';
+import { MongoNetworkError, MongoServerSelectionError } from 'mongodb';
+import * as v from 'valibot';
+import { AppError } from '../../shared/errors.js';
+import type { IdMinter } from '../../shared/ids.js';
+import { toDetails } from '../../shared/schemas.js';
+import { mayReadDataset, type AuthenticatedKey } from '../middleware/auth.js';
+import { DatasetIdParam, RecordListQuery, toListing } from '../read-query.js';
+import { TooManyUpdatedRecordsError, type RecordReader } from '../reads.js';
+
+interface ReadRouteDeps {
+  readonly reader: RecordReader;
+  readonly ids: IdMinter;
+  readonly retryAfterSeconds: number;
+}
+
+type ParamsContext = Context & { params: Record<string, string> };
+
+function apiKey(ctx: Context): AuthenticatedKey {
+  return ctx.state['apiKey'] as AuthenticatedKey;
+}
+
+/** Lets through keys that may read (read or admin scope); 403 `forbidden` otherwise. After `authenticate`. */
+export function requireRead(): Middleware {
+  return async (ctx, next) => {
+    const key = ctx.state['apiKey'] as AuthenticatedKey | undefined;
+    if (key === undefined || !(key.read || key.admin)) throw new AppError('forbidden', 'this API key has no read scope (npm run keys -- create --read, or READ_API_KEY_NAMES)');
+    await next();
+  };
+}
+
+/** Driver errors that mean "MongoDB cannot be reached now" (a failed first connect closes the topology). */
+const STORE_DOWN_ERRORS = new Set(['MongoTopologyClosedError', 'MongoNotConnectedError', 'MongoPoolClearedError', 'MongoOperationTimeoutError']);
+
+/** MongoDB unreachable is the store's moment, not a bug: 503 with Retry-After instead of 500. */
+async function fromStore<T>(deps: ReadRouteDeps, read: () => Promise<T>): Promise<T> {
+  try {
+    return await read();
+  } catch (err) {
+    if (err instanceof MongoNetworkError || err instanceof MongoServerSelectionError || STORE_DOWN_ERRORS.has((err as Error).name)) {
+      throw new AppError('store_unavailable', 'MongoDB did not answer; retry later', { headers: { 'Retry-After': String(deps.retryAfterSeconds) }, cause: err });
+    }
+    throw err;
+  }
+}
+
+function invalid(path: string, message: string): AppError {
+  return new AppError('validation_failed', `${path} ${message}`, { details: [{ path, message }] });
+}
+
+/** The `{dataset_id}` of the path, checked like a write's dataset id and against the key's scope. */
+function readableDataset(ctx: ParamsContext): string {
+  const datasetId = ctx.params['dataset_id'] ?? '';
+  const parsed = v.safeParse(DatasetIdParam, datasetId);
+  if (!parsed.success) throw invalid('path.dataset_id', parsed.issues[0].message);
+  if (!mayReadDataset(apiKey(ctx), datasetId)) throw new AppError('forbidden', 'this API key may not read this dataset');
+  return datasetId;
+}
+
+/**
+ * `GET /feedback-record/:id`: the stored record with its responses. A record id carries an HMAC
+ * tag (shared/ids.ts) and is disclosed only in a 200, so a valid tag proves the record was
+ * accepted: not stored yet is 404 `record_pending` (with Retry-After), a tag that does not verify
+ * is 404 `record_not_found`.
+ */
+export function getFeedbackRecord(deps: ReadRouteDeps) {
+  return async (ctx: ParamsContext): Promise<void> => {
+    const id = ctx.params['id'] ?? '';
+    if (!deps.ids.isMintedRecordId(id)) throw new AppError('record_not_found', 'no record has this feedback_record_id');
+    const key = apiKey(ctx);
+    // A dataset-scoped key is checked against the id's dataset fingerprint before any read, so it
+    // learns nothing of another dataset's records, stored or not.
+    if (!key.admin && key.datasets !== null && !key.datasets.some((d) => deps.ids.datasetMatches(id, d))) {
+      throw new AppError('forbidden', 'this API key may not read the dataset of this record');
+    }
+    const record = await fromStore(deps, () => deps.reader.getRecord(id));
+    if (record === undefined) {
+      throw new AppError('record_pending', 'the record was accepted and is queued, not stored yet; retry shortly', { headers: { 'Retry-After': String(deps.retryAfterSeconds) } });
+    }
+    if (!mayReadDataset(key, record.feedback_dataset_id)) throw new AppError('forbidden', 'this API key may not read the dataset of this record');
+    ctx.body = record;
+  };
+}
+
+/** `GET /datasets/:dataset_id/records`: a page of records, see api/read-query.ts for the query. */
+export function listDatasetRecords(deps: ReadRouteDeps) {
+  return async (ctx: ParamsContext): Promise<void> => {
+    const datasetId = readableDataset(ctx);
+    const query: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(ctx.query)) query[name] = value;
+    const parsed = v.safeParse(RecordListQuery, query, { abortEarly: false });
+    if (!parsed.success) {
+      const details = toDetails(parsed.issues).map((d) => ({ path: `query.${d.path}`, message: d.message }));
+      throw new AppError('validation_failed', `${details[0]!.path} ${details[0]!.message}`, { details });
+    }
+    try {
+      ctx.body = await fromStore(deps, () => deps.reader.listRecords(datasetId, toListing(parsed.output)));
+    } catch (err) {
+      if (err instanceof TooManyUpdatedRecordsError) {
+        throw invalid('query.updated_since', `is too far back: ${err.message} (at most ${err.max}); choose a later time, or page without updated_since or export the dataset`);
+      }
+      throw err;
+    }
+  };
+}
+
+/**
+ * `GET /datasets/:dataset_id/export`: NDJSON, one record with its responses per line. The lines
+ * flow through a Readable that pulls from the cursor only when the socket takes more (a slow
+ * client pauses the cursor); Koa destroys the body when the client goes away, which returns the
+ * generator and closes the cursor.
+ */
+export function exportDataset(deps: ReadRouteDeps) {
+  return async (ctx: ParamsContext): Promise<void> => {
+    const datasetId = readableDataset(ctx);
+    const lines = deps.reader.exportDataset(datasetId);
+    // The first line is read before answering, so that MongoDB down is a 503, not a 200 cut short.
+    const first = await fromStore(deps, () => lines.next());
+    async function* all(): AsyncGenerator<string, void, undefined> {
+      if (first.done === true) return;
+      yield first.value;
+      // yield* forwards return(): a destroyed stream closes the cursor through it.
+      yield* lines;
+    }
+    // Also when the client left before the body was piped (the stream then never starts all()).
+    ctx.res.once('close', () => {
+      lines.return(undefined).catch(() => undefined);
+    });
+    ctx.type = 'application/x-ndjson';
+    ctx.set('Cache-Control', 'no-store');
+    ctx.body = Readable.from(all());
+  };
+}

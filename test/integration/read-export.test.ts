@@ -1,0 +1,108 @@
+import { expect } from 'chai';
+import type { CommandStartedEvent, CommandSucceededEvent } from 'mongodb';
+import { createRecordReader } from '../../api/reads.js';
+import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
+import { expectedView, insertSeed, seedDocs, type SeededRecord } from '../helpers/read-seed.js';
+import { eventually, startStack, type Stack } from '../helpers/stack.js';
+
+const READER = { name: 'reader', secret: 'reader-secret-key-0004' } as const;
+const API_KEYS = [TEST_KEY, OTHER_KEY, READER].map((k) => `${k.name}:${k.secret}`).join(',');
+
+function byId(items: readonly Record<string, unknown>[]): Record<string, unknown>[] {
+  return [...items].sort((a, b) => String(a['feedback_record_id']).localeCompare(String(b['feedback_record_id'])));
+}
+
+describe('GET /datasets/{dataset_id}/export', () => {
+  let stack: Stack;
+  let seeded: SeededRecord[];
+  let other: SeededRecord[];
+  const auth = { Authorization: `Bearer ${READER.secret}` };
+
+  before(async function () {
+    this.timeout(60_000);
+    // STORE_PROFILE=mongodb: the API reads as on MongoDB (one $in per batch of records), the
+    // production path; FerretDB answers it correctly, by scanning. No worker runs in this suite.
+    const config = testConfig({ API_KEYS, READ_API_KEY_NAMES: READER.name, STORE_PROFILE: 'mongodb' });
+    // Command monitoring on the API's own client: the test watches its find and killCursors.
+    stack = await startStack({ ...config, mongodbUri: `${config.mongodbUri}?monitorCommands=true` }, { worker: false });
+    // 1,200 records (more than two export batches), 0-2 responses each.
+    seeded = seedDocs({ datasetId: 'ds_export', count: 1200, responseTimesMs: (i, created) => Array.from({ length: i % 3 }, (_, j) => created + j) });
+    await insertSeed(stack.db, seeded);
+    other = seedDocs({ datasetId: 'ds_export_other', count: 24, responseTimesMs: (i, created) => Array.from({ length: i % 3 }, (_, j) => created + j) });
+    await insertSeed(stack.db, other);
+  });
+  after(async () => {
+    await stack?.close();
+  });
+
+  it('streams NDJSON: one line per stored record with its responses, every record of the dataset once, responses by one $in per batch', async () => {
+    const commands: CommandStartedEvent[] = [];
+    const listener = (e: CommandStartedEvent) => commands.push(e);
+    stack.api.mongo.on('commandStarted', listener);
+    let text: string;
+    try {
+      const res = await fetch(`${stack.baseUrl}/datasets/ds_export/export`, { headers: auth });
+      expect(res.status).to.equal(200);
+      expect(res.headers.get('content-type')).to.match(/^application\/x-ndjson/);
+      text = await res.text();
+    } finally {
+      stack.api.mongo.off('commandStarted', listener);
+    }
+    expect(text.endsWith('\n')).to.equal(true);
+    const lines = text.slice(0, -1).split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines).to.have.length(1200);
+    expect(byId(lines)).to.deep.equal(byId(seeded.map((s) => expectedView(s))));
+    const responseFinds = commands.filter((c) => c.commandName === 'find' && c.command['find'] === 'feedback_responses');
+    expect(responseFinds.length, 'one responses query per batch of 500 records').to.equal(3);
+    for (const c of responseFinds) expect(c.command['filter'].feedback_record_id.$in).to.be.an('array');
+  });
+
+  it('an empty or unknown dataset is 200 with an empty body', async () => {
+    const res = await fetch(`${stack.baseUrl}/datasets/ds_none/export`, { headers: auth });
+    expect(res.status).to.equal(200);
+    expect(await res.text()).to.equal('');
+  });
+
+  it('the FerretDB profile (one indexed lookup per record instead of a scanning $in) exports the same lines', async () => {
+    const reader = createRecordReader({ db: stack.api.mongo.db(stack.config.mongodbDatabase), storeProfile: 'ferretdb' });
+    const lines: Record<string, unknown>[] = [];
+    for await (const line of reader.exportDataset('ds_export_other')) lines.push(JSON.parse(line) as Record<string, unknown>);
+    expect(lines).to.have.length(24);
+    expect(byId(lines)).to.deep.equal(byId(other.map((s) => expectedView(s))));
+  });
+
+  it('a client that disconnects mid-stream closes the cursor (killCursors), and the export never read the whole dataset ahead of it', async function () {
+    this.timeout(60_000);
+    // 4,000 records of 5 KB: 20 MB, far more than socket buffers hold.
+    await insertSeed(stack.db, seedDocs({ datasetId: 'ds_big', count: 4000, fillerChars: 5000, responseTimesMs: () => [] }), 500);
+    const client = stack.api.mongo;
+    let cursorId: string | undefined;
+    const killed: string[] = [];
+    const onSucceeded = (e: CommandSucceededEvent) => {
+      if (e.commandName === 'find' && (e.reply as { cursor?: { ns?: string } }).cursor?.ns?.endsWith('.feedback_records')) {
+        cursorId ??= String((e.reply as { cursor: { id: unknown } }).cursor.id);
+      }
+    };
+    const onStarted = (e: CommandStartedEvent) => {
+      if (e.commandName === 'killCursors') killed.push(...(e.command['cursors'] as unknown[]).map(String));
+    };
+    client.on('commandSucceeded', onSucceeded);
+    client.on('commandStarted', onStarted);
+    try {
+      const abort = new AbortController();
+      const res = await fetch(`${stack.baseUrl}/datasets/ds_big/export`, { headers: auth, signal: abort.signal });
+      expect(res.status).to.equal(200);
+      const reader = res.body!.getReader();
+      const first = await reader.read();
+      expect(first.done).to.equal(false);
+      expect(new TextDecoder().decode(first.value).split('\n')[0]).to.match(/^\{"feedback_record_id":"ds_big-rec-/);
+      abort.abort();
+      await reader.cancel().catch(() => undefined);
+      await eventually(async () => (cursorId !== undefined && killed.includes(cursorId) ? true : undefined), 10_000, `killCursors of the export cursor ${cursorId}`);
+      expect(cursorId).to.not.equal('0');
+    } finally {
+      client.off('commandSucceeded', onSucceeded);
+      client.off('commandStarted', onStarted);
+    }
+  });
+});
