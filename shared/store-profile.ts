@@ -8,7 +8,9 @@ import type { Db } from 'mongodb';
  * indexes cannot be trusted), evaluates `$in` by scanning, and stops answering when one command
  * holds too many open cursors: the worker then takes leases around updates, repeats a failed
  * update command one operation at a time, looks records up one `_id` at a time, and keeps update
- * commands small.
+ * commands small. FerretDB v1's `$set` also leaves a field unchanged when the new value is a
+ * document holding the same values under other keys (`{"i": 1}` → `{"x": 1}`), so there the
+ * worker clears `values` first.
  */
 export interface StoreProfile {
   readonly name: 'mongodb' | 'ferretdb';
@@ -20,11 +22,13 @@ export interface StoreProfile {
   readonly indexedIn: boolean;
   /** Most operations in one update command. */
   readonly updateBatchSize: number;
+  /** `$set` of a document replaces it even when only its keys differ (else `values` is cleared first). */
+  readonly setReplacesDocuments: boolean;
 }
 
 export const STORE_PROFILES = {
-  mongodb: { name: 'mongodb', atomicUpdates: true, reliableUpdateErrors: true, indexedIn: true, updateBatchSize: 1000 },
-  ferretdb: { name: 'ferretdb', atomicUpdates: false, reliableUpdateErrors: false, indexedIn: false, updateBatchSize: 10 },
+  mongodb: { name: 'mongodb', atomicUpdates: true, reliableUpdateErrors: true, indexedIn: true, updateBatchSize: 1000, setReplacesDocuments: true },
+  ferretdb: { name: 'ferretdb', atomicUpdates: false, reliableUpdateErrors: false, indexedIn: false, updateBatchSize: 10, setReplacesDocuments: false },
 } as const satisfies Record<string, StoreProfile>;
 
 /** `setting` forces a profile; `auto` asks the server (FerretDB names itself in buildInfo). */

@@ -38,6 +38,7 @@ export async function applyUpdates(col: Collection<ResponseDoc>, ops: readonly R
 }
 
 async function applyChunk(col: Collection<ResponseDoc>, chunk: readonly ResponseUpdate[], profile: StoreProfile, timeout: { timeoutMS?: number }): Promise<Attempt[]> {
+  if (!profile.setReplacesDocuments) await clearValues(col, chunk, timeout);
   const bulk: AnyBulkWriteOperation<ResponseDoc>[] = chunk.map((op) => ({ updateOne: { filter: op.filter, update: op.update, upsert: true } }));
   try {
     await col.bulkWrite(bulk, { ordered: false, ...timeout });
@@ -58,6 +59,21 @@ async function applyChunk(col: Collection<ResponseDoc>, chunk: readonly Response
     }
   }
   return attempts;
+}
+
+/**
+ * Sets `values` to null where the version about to be written applies (same filter, no upsert),
+ * so that the `$set` after it cannot be taken for "unchanged" (FerretDB, see StoreProfile). The
+ * lease the caller holds keeps other writers out between the two commands; a reader may see the
+ * null for that moment. An operation that fails here fails again in the update and is handled there.
+ */
+async function clearValues(col: Collection<ResponseDoc>, chunk: readonly ResponseUpdate[], timeout: { timeoutMS?: number }): Promise<void> {
+  const bulk: AnyBulkWriteOperation<ResponseDoc>[] = chunk.map((op) => ({ updateOne: { filter: op.filter, update: { $set: { values: null as unknown as ResponseDoc["values"] } } } }));
+  try {
+    await col.bulkWrite(bulk, { ordered: false, ...timeout });
+  } catch (err) {
+    transientOr(err, undefined);
+  }
 }
 
 /** As inserts.ts `accountsForEveryDocument`: every operation either matched, upserted or has its error. */

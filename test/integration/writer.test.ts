@@ -76,6 +76,18 @@ describe('worker writer (order, races, store limits) on the real store', () => {
         expect(results.some((r) => r.kind === 'stale'), 'some versions arrived after a later one').to.equal(true);
       });
 
+      // FerretDB's $set takes {"x": 1} for {"i": 1} (same values, other keys) and keeps the old one;
+      // MongoDB's replaces it. The store here is FerretDB, so only the profile that works around it is checked.
+      if (!profile.setReplacesDocuments) it('a newer version whose values are the same values under other keys replaces the stored ones ({"i": 1} -> {"x": 1})', async () => {
+        const w = await writerOn(profile);
+        await w.write([recordWrite(1)]);
+        expect((await w.write([version(1, 1, 1, { i: 1 })])).map((r) => r.kind)).to.deep.equal(['stored']);
+        expect((await w.write([version(1, 1, 2, { x: 1 })])).map((r) => r.kind)).to.deep.equal(['stored']);
+        const doc = await stored().findOne({ _id: 'rsp_1_1' });
+        expect(doc?.values).to.deep.equal({ x: 1 });
+        expect(doc?.seq).to.equal(version(1, 1, 2).seq);
+      });
+
       it('a newer version the store refuses for good does not erase an older valid one of the same batch', async () => {
         const w = await writerOn(profile);
         await w.write([recordWrite(1)]);
