@@ -2,6 +2,7 @@ import type { DatasetAdmin } from '../shared/dataset-admin.js';
 import type { IdMinter } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
 import { compileDataset, type CompiledDataset } from './dataset-validators.js';
+import { createPeriodicReload, type PeriodicReload } from './periodic-reload.js';
 
 /** What a request needs: the compiled definitions, by dataset id and by record-id fingerprint. */
 export interface DatasetRegistry {
@@ -14,13 +15,8 @@ export interface DatasetRegistry {
   readonly size: number;
 }
 
-interface DatasetStore extends DatasetRegistry {
-  /** Loads once (bounded by `firstLoadTimeoutMs`), then every `refreshMs`, as the key store does. */
-  start(firstLoadTimeoutMs: number): Promise<void>;
-  /** One load now; false when MongoDB did not answer (the last loaded definitions stay in use). */
-  refresh(): Promise<boolean>;
-  close(): Promise<void>;
-}
+/** The definitions, reloaded as the key store reloads keys (see PeriodicReload). */
+interface DatasetStore extends DatasetRegistry, PeriodicReload {}
 
 interface Snapshot {
   readonly byId: ReadonlyMap<string, CompiledDataset>;
@@ -36,77 +32,42 @@ const NONE: readonly CompiledDataset[] = Object.freeze([]);
 export function createDatasetStore(options: { admin: DatasetAdmin; ids: IdMinter; refreshMs: number; logger: Logger }): DatasetStore {
   const { admin, ids, refreshMs, logger } = options;
   let snapshot: Snapshot = { byId: new Map(), byFingerprint: new Map() };
-  let failing = false;
-  let inFlight: Promise<boolean> | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  let stopped = false;
   const reportedCollisions = new Set<string>();
 
-  async function load(timeoutMs?: number): Promise<boolean> {
-    try {
-      const { definitions, invalid } = await admin.all(timeoutMs === undefined ? {} : { timeoutMs });
-      if (invalid.length > 0) logger.warn({ datasets: invalid }, 'stored dataset definitions that do not follow the rules; ignored');
-      const nextById = new Map<string, CompiledDataset>();
-      const nextByFingerprint = new Map<number, CompiledDataset[]>();
-      for (const definition of definitions) {
-        const held = snapshot.byId.get(definition.id);
-        const compiled = held !== undefined && held.definition.updated_at === definition.updated_at ? held : compileDataset(definition);
-        nextById.set(definition.id, compiled);
-        for (const fp of new Set(ids.datasetFingerprints(definition.id))) {
-          const list = nextByFingerprint.get(fp);
-          if (list === undefined) nextByFingerprint.set(fp, [compiled]);
-          else {
-            list.push(compiled);
-            const names = list.map((c) => c.definition.id).join(',');
-            if (!reportedCollisions.has(names)) {
-              reportedCollisions.add(names);
-              logger.warn({ datasets: list.map((c) => c.definition.id) }, 'defined datasets share a record-id fingerprint: responses to their records look the record up in MongoDB');
-            }
+  // A failed load keeps the last set: a write is checked against the definitions known before the outage.
+  async function load(timeoutMs: number | undefined): Promise<number> {
+    const { definitions, invalid } = await admin.all(timeoutMs === undefined ? {} : { timeoutMs });
+    if (invalid.length > 0) logger.warn({ datasets: invalid }, 'stored dataset definitions that do not follow the rules; ignored');
+    const nextById = new Map<string, CompiledDataset>();
+    const nextByFingerprint = new Map<number, CompiledDataset[]>();
+    for (const definition of definitions) {
+      const held = snapshot.byId.get(definition.id);
+      const compiled = held !== undefined && held.definition.updated_at === definition.updated_at ? held : compileDataset(definition);
+      nextById.set(definition.id, compiled);
+      for (const fp of new Set(ids.datasetFingerprints(definition.id))) {
+        const list = nextByFingerprint.get(fp);
+        if (list === undefined) nextByFingerprint.set(fp, [compiled]);
+        else {
+          list.push(compiled);
+          const names = list.map((c) => c.definition.id).join(',');
+          if (!reportedCollisions.has(names)) {
+            reportedCollisions.add(names);
+            logger.warn({ datasets: list.map((c) => c.definition.id) }, 'defined datasets share a record-id fingerprint: responses to their records look the record up in MongoDB');
           }
         }
       }
-      snapshot = { byId: nextById, byFingerprint: nextByFingerprint };
-      if (failing) logger.info({ datasets: nextById.size }, 'dataset definitions loaded again');
-      failing = false;
-      return true;
-    } catch (err) {
-      // Keep the last set: a write is checked against the definitions known before the outage.
-      if (!failing) logger.warn({ err: (err as Error).message, datasets: snapshot.byId.size }, 'could not load the dataset definitions; keeping the last loaded ones');
-      failing = true;
-      return false;
     }
+    snapshot = { byId: nextById, byFingerprint: nextByFingerprint };
+    return nextById.size;
   }
 
-  function refresh(timeoutMs?: number): Promise<boolean> {
-    inFlight ??= load(timeoutMs).finally(() => {
-      inFlight = undefined;
-    });
-    return inFlight;
-  }
-
-  function schedule(): void {
-    if (stopped) return;
-    timer = setTimeout(() => {
-      void refresh().then(schedule);
-    }, refreshMs);
-    timer.unref();
-  }
-
+  const reload = createPeriodicReload({ load, refreshMs, logger, what: 'dataset definitions', held: () => snapshot.byId.size });
   return {
     byId: (datasetId) => snapshot.byId.get(datasetId),
     byFingerprint: (fingerprint) => snapshot.byFingerprint.get(fingerprint) ?? NONE,
     get size() {
       return snapshot.byId.size;
     },
-    refresh: () => refresh(),
-    async start(firstLoadTimeoutMs) {
-      await refresh(firstLoadTimeoutMs);
-      schedule();
-    },
-    async close() {
-      stopped = true;
-      clearTimeout(timer);
-      await inFlight;
-    },
+    ...reload,
   };
 }

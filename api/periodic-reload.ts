@@ -1,0 +1,77 @@
+import type { Logger } from '../shared/logger.js';
+
+/** A set the API holds in memory and reloads from MongoDB (stored keys, dataset definitions). */
+export interface PeriodicReload {
+  /**
+   * Loads once, then every `refreshMs`. Resolves when the first load succeeded or failed, which
+   * takes `firstLoadTimeoutMs` at the most: the API starts while MongoDB is down and picks the set
+   * up at the first reload that succeeds.
+   */
+  start(firstLoadTimeoutMs: number): Promise<void>;
+  /** One load now (joins one in flight); false when MongoDB did not answer (the last set stays in use). */
+  refresh(): Promise<boolean>;
+  /** Stops reloading and waits for a load in flight, so that MongoDB can be closed after it. */
+  close(): Promise<void>;
+}
+
+/**
+ * Runs `load` now and every `refreshMs`, one at a time. A failed load keeps the last set (the
+ * caller swaps its set only on success) and is logged once per outage, with `what` and
+ * `held()`, the size of the set kept; the first success after it is logged too.
+ */
+export function createPeriodicReload(options: {
+  /** Loads and swaps the set; `timeoutMs` bounds the whole load (the driver's `timeoutMS`). Returns the size loaded. */
+  readonly load: (timeoutMs: number | undefined) => Promise<number>;
+  readonly refreshMs: number;
+  readonly logger: Logger;
+  /** What is held, for the log lines: "stored API keys", "dataset definitions". */
+  readonly what: string;
+  readonly held: () => number;
+}): PeriodicReload {
+  const { load, refreshMs, logger, what, held } = options;
+  let failing = false;
+  let inFlight: Promise<boolean> | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+
+  async function attempt(timeoutMs?: number): Promise<boolean> {
+    try {
+      const size = await load(timeoutMs);
+      if (failing) logger.info({ size }, `${what} loaded again`);
+      failing = false;
+      return true;
+    } catch (err) {
+      if (!failing) logger.warn({ err: (err as Error).message, size: held() }, `could not load the ${what}; keeping the last loaded ones`);
+      failing = true;
+      return false;
+    }
+  }
+
+  function refresh(timeoutMs?: number): Promise<boolean> {
+    inFlight ??= attempt(timeoutMs).finally(() => {
+      inFlight = undefined;
+    });
+    return inFlight;
+  }
+
+  function schedule(): void {
+    if (stopped) return;
+    timer = setTimeout(() => {
+      void refresh().then(schedule);
+    }, refreshMs);
+    timer.unref();
+  }
+
+  return {
+    refresh: () => refresh(),
+    async start(firstLoadTimeoutMs) {
+      await refresh(firstLoadTimeoutMs);
+      schedule();
+    },
+    async close() {
+      stopped = true;
+      clearTimeout(timer);
+      await inFlight;
+    },
+  };
+}
