@@ -1,4 +1,4 @@
-import { request, type Agent, type IncomingHttpHeaders } from 'node:http';
+import { request, type Agent, type ClientRequest, type IncomingHttpHeaders } from 'node:http';
 
 export interface HttpAnswer {
   readonly status: number;
@@ -92,4 +92,28 @@ export function errorShape(json: unknown): { code: string; message: string; deta
     if (!Array.isArray(d) || !d.every((x) => typeof x === 'object' && x !== null && typeof (x as Record<string, unknown>)['path'] === 'string' && typeof (x as Record<string, unknown>)['message'] === 'string')) return undefined;
   }
   return e as { code: string; message: string; details?: unknown };
+}
+
+/**
+ * The answer to `req` (a request the caller drives itself: held, slow), or a NoAnswer when the
+ * connection broke first. Never rejects.
+ */
+export function answerOf(req: ClientRequest): Promise<HttpAnswer | NoAnswer> {
+  return new Promise<HttpAnswer | NoAnswer>((resolve) => {
+    req.on('response', (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (ch: Buffer) => chunks.push(ch));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let json: unknown;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
+      });
+    });
+    req.on('error', (err: NodeJS.ErrnoException) => resolve(new NoAnswer(err.message, true, err.code)));
+  });
 }

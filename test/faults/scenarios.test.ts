@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { Cluster, LEDGER_KEY, until } from './cluster.js';
-import { NoAnswer, send, type HttpAnswer } from './http.js';
+import { answerOf, NoAnswer, send, type HttpAnswer } from './http.js';
 import { Ledger, type LedgerReport } from './ledger.js';
 import { msg, type ServiceProcess } from './procs.js';
 import { ledgerFigures, recordScenario } from './report.js';
@@ -355,23 +355,7 @@ function slowRequest(port: number, path: string, headers: Record<string, string>
   let sent!: () => void;
   const headersSent = new Promise<void>((r) => (sent = r));
   const req = request({ host: '127.0.0.1', port, method: 'POST', path, agent: false, headers: { ...headers, 'Content-Length': String(buf.length) } });
-  const answer = new Promise<HttpAnswer | NoAnswer>((resolve) => {
-    req.on('response', (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (ch: Buffer) => chunks.push(ch));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          json = undefined;
-        }
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
-      });
-    });
-    req.on('error', (err: NodeJS.ErrnoException) => resolve(new NoAnswer(err.message, true, err.code)));
-  });
+  const answer = answerOf(req);
   req.flushHeaders();
   req.write(buf.subarray(0, half), () => sent());
   return { headersSent, finish: () => req.end(buf.subarray(half)), answer };

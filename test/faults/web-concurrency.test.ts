@@ -3,7 +3,7 @@ import { request } from 'node:http';
 import { COLLECTIONS } from '../../shared/mongo.js';
 import { orderNode } from '../../shared/order-clock.js';
 import { Cluster, until } from './cluster.js';
-import { NoAnswer, type HttpAnswer } from './http.js';
+import { answerOf, NoAnswer, type HttpAnswer } from './http.js';
 import { Ledger, type LedgerReport } from './ledger.js';
 import { msg, type ServiceProcess } from './procs.js';
 import { ledgerFigures, recordScenario } from './report.js';
@@ -60,23 +60,7 @@ function heldRequest(port: number, path: string, headers: Record<string, string>
   const buf = Buffer.from(body);
   const req = request({ host: '127.0.0.1', port, method: 'POST', path, agent: false, headers: { ...headers, 'Content-Length': String(buf.length), Expect: '100-continue' } });
   const admitted = new Promise<void>((resolve) => req.once('continue', () => resolve()));
-  const answer = new Promise<HttpAnswer | NoAnswer>((resolve) => {
-    req.on('response', (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (ch: Buffer) => chunks.push(ch));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          json = undefined;
-        }
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
-      });
-    });
-    req.on('error', (err: NodeJS.ErrnoException) => resolve(new NoAnswer(err.message, true, err.code)));
-  });
+  const answer = answerOf(req);
   req.flushHeaders();
   return { admitted, finish: () => req.end(buf), answer };
 }
