@@ -2,7 +2,8 @@
 # The README's benchmark command (`npm run bench`): builds, then runs bench/run.ts, which starts
 # its own Redis and FerretDB on free ports, the project's web and worker processes and the
 # comparison servers, drives load on loopback and writes bench/results/. Arguments go to
-# bench/run.ts (`npm run bench -- --quick`, `npm run bench -- --help`).
+# bench/run.ts (`npm run bench -- --quick`, `npm run bench -- --help`); without any, the datasets
+# round (bench/datasets.ts) runs after it.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
@@ -12,4 +13,7 @@ ensure_wrk
 [[ "${BENCH_STORE:-postgresql}" == sqlite ]] || ensure_postgres_binaries >/dev/null
 echo "building (tsc)…" >&2
 npm run --silent build
-exec node --import tsx bench/run.ts "$@"
+node --import tsx bench/run.ts "$@"
+# The full run (no arguments) ends with the datasets round: accept rate with a realistic
+# definition against none, same API process (also `npm run bench:datasets` on its own).
+if [[ $# -eq 0 ]]; then node --expose-gc --import tsx bench/datasets.ts --rounds 2 --duration 8; fi
