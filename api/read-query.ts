@@ -1,5 +1,5 @@
 import * as v from 'valibot';
-import { DatasetId } from '../shared/schemas.js';
+import { DatasetId, queryLimit } from '../shared/schemas.js';
 
 /** Most records one page of `GET /datasets/{id}/records` returns; the default is {@link DEFAULT_PAGE_LIMIT}. */
 export const MAX_PAGE_LIMIT = 500;
@@ -10,8 +10,6 @@ export type RecordOrder = (typeof RECORD_ORDERS)[number];
 
 /** ISO 8601 date-time with an explicit offset (`Z` or `±hh:mm`): a time without one is ambiguous. */
 const ISO_TIME_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
-
-const limitMessage = `must be a whole number from 1 to ${MAX_PAGE_LIMIT}`;
 
 /** The path parameter `{dataset_id}`: the same rule as `record.feedback_dataset_id` of a write. */
 export const DatasetIdParam = DatasetId;
@@ -64,19 +62,7 @@ export function decodeCursor(text: string): PageCursor | undefined {
 export const RecordListQuery = v.pipe(
   v.strictObject({
     order: v.exactOptional(v.pipe(v.picklist(RECORD_ORDERS, 'must be one of newest, oldest'), v.metadata({ default: 'newest' }))),
-    limit: v.exactOptional(
-      v.pipe(
-        v.string(limitMessage),
-        v.regex(/^\d{1,4}$/, limitMessage),
-        v.transform(Number),
-        // What the string becomes, stated as a schema so that OpenAPI documents an integer.
-        v.number(),
-        v.integer(),
-        v.minValue(1, limitMessage),
-        v.maxValue(MAX_PAGE_LIMIT, limitMessage),
-        v.metadata({ default: DEFAULT_PAGE_LIMIT }),
-      ),
-    ),
+    limit: queryLimit(MAX_PAGE_LIMIT, DEFAULT_PAGE_LIMIT),
     updated_since: v.exactOptional(
       v.pipe(
         v.string('must be an ISO 8601 time'),

@@ -3,7 +3,7 @@ import * as v from 'valibot';
 import { DatasetDefinition, DatasetDefinitionInput } from './dataset-definition.js';
 import type { ErrorDetail } from './errors.js';
 import { COLLECTIONS } from './mongo.js';
-import { DatasetId, toDetails } from './schemas.js';
+import { DatasetId, queryLimit, toDetails } from './schemas.js';
 
 /** A definition as stored in `feedback_datasets`: `_id` is the dataset id. */
 interface DatasetDoc extends Omit<DatasetDefinition, 'id' | 'created_at' | 'updated_at'> {
@@ -27,19 +27,7 @@ const DATASET_LIST_DEFAULT = 100;
 
 /** Query of `GET /datasets`: `limit` (1–500, default 100), `cursor` (the last id of the previous page). */
 export const DatasetListQuery = v.strictObject({
-  limit: v.exactOptional(
-    v.pipe(
-      v.string(),
-      v.regex(/^\d{1,4}$/, `must be a whole number from 1 to ${DATASET_LIST_MAX}`),
-      v.transform(Number),
-      // What the string becomes, stated as a schema so that OpenAPI documents an integer.
-      v.number(),
-      v.integer(),
-      v.minValue(1, `must be a whole number from 1 to ${DATASET_LIST_MAX}`),
-      v.maxValue(DATASET_LIST_MAX, `must be a whole number from 1 to ${DATASET_LIST_MAX}`),
-      v.metadata({ default: DATASET_LIST_DEFAULT }),
-    ),
-  ),
+  limit: queryLimit(DATASET_LIST_MAX, DATASET_LIST_DEFAULT),
   cursor: v.exactOptional(v.pipe(DatasetId, v.description('The `next_cursor` of the previous page.'))),
 });
 export type DatasetListQuery = v.InferOutput<typeof DatasetListQuery>;

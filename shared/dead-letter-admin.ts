@@ -4,7 +4,7 @@ import { DeadLetter, DeadLetterReason } from './dead-letters.js';
 import { encodeJob, type JobCompression } from './job-payload.js';
 import { COLLECTIONS } from './mongo.js';
 import { WRITE_JOB_NAME, type WriteQueues } from './queue.js';
-import { Write } from './schemas.js';
+import { queryLimit, Write } from './schemas.js';
 
 /** Most dead letters one list call returns; the default is {@link DEFAULT_LIST_LIMIT}. */
 const MAX_LIST_LIMIT = 500;
@@ -18,19 +18,7 @@ const REASONS = Object.values(DeadLetterReason);
  */
 export const DeadLetterListQuery = v.strictObject({
   reason: v.exactOptional(v.picklist(REASONS, `must be one of ${REASONS.join(', ')}`)),
-  limit: v.exactOptional(
-    v.pipe(
-      v.string(),
-      v.regex(/^\d{1,4}$/, `must be a whole number from 1 to ${MAX_LIST_LIMIT}`),
-      v.transform(Number),
-      // What the string becomes, stated as a schema so that OpenAPI documents an integer.
-      v.number(),
-      v.integer(),
-      v.minValue(1, `must be a whole number from 1 to ${MAX_LIST_LIMIT}`),
-      v.maxValue(MAX_LIST_LIMIT, `must be a whole number from 1 to ${MAX_LIST_LIMIT}`),
-      v.metadata({ default: DEFAULT_LIST_LIMIT }),
-    ),
-  ),
+  limit: queryLimit(MAX_LIST_LIMIT, DEFAULT_LIST_LIMIT),
   cursor: v.exactOptional(
     v.pipe(v.string(), v.check((s) => decodeCursor(s) !== undefined, 'is not a cursor this service returned'), v.description('The `next_cursor` of the previous page.')),
   ),

@@ -152,6 +152,27 @@ function withValuesFilledUnlessDiscarded<const TSchema extends v.GenericSchema<u
   return v.pipe<TSchema, ValuesCheck<v.InferOutput<TSchema>>>(schema, valuesFilledUnlessDiscarded as unknown as ValuesCheck<v.InferOutput<TSchema>>);
 }
 
+/**
+ * The `limit` of a paged list's query string: 1 to `max` as a whole number (a string in the URL),
+ * `fallback` when absent (stated as metadata, so that OpenAPI documents the default).
+ */
+export function queryLimit(max: number, fallback: number) {
+  const message = `must be a whole number from 1 to ${max}`;
+  return v.exactOptional(
+    v.pipe(
+      v.string(message),
+      v.regex(/^\d{1,4}$/, message),
+      v.transform(Number),
+      // What the string becomes, stated as a schema so that OpenAPI documents an integer.
+      v.number(),
+      v.integer(),
+      v.minValue(1, message),
+      v.maxValue(max, message),
+      v.metadata({ default: fallback }),
+    ),
+  );
+}
+
 export const ResponseStatus = v.picklist(['draft', 'submitted', 'discarded'], 'must be one of draft, submitted, discarded');
 export type ResponseStatus = v.InferOutput<typeof ResponseStatus>;
 
