@@ -38,7 +38,7 @@ function createCluster(config: RedisConfig, role: RedisRole, options: Pick<Redis
   const { retryStrategy, enableOfflineQueue, ...nodeOptions } = redisOptions(config, role);
   const url = new URL(config.redisUrl);
   const auth = url.password === '' ? {} : { password: decodeURIComponent(url.password), ...(url.username === '' ? {} : { username: decodeURIComponent(url.username) }) };
-  return new Cluster(config.redisClusterNodes.map((n) => ({ host: n.host, port: n.port })), {
+  const cluster = new Cluster(config.redisClusterNodes.map((n) => ({ host: n.host, port: n.port })), {
     redisOptions: { ...nodeOptions, ...auth, ...options },
     enableOfflineQueue: enableOfflineQueue ?? true,
     clusterRetryStrategy: retryStrategy ?? null,
@@ -48,6 +48,13 @@ function createCluster(config: RedisConfig, role: RedisRole, options: Pick<Redis
     retryDelayOnFailover: 200,
     retryDelayOnClusterDown: 200,
   });
+  // ioredis stops its periodic slot refresh only between rounds: a round in flight when the client
+  // ends schedules the next one, and that one the next, every second for ever (a timer that keeps
+  // the process alive). Once ended, a round does nothing and schedules nothing.
+  cluster.once('end', () => {
+    cluster.refreshSlotsCache = () => undefined;
+  });
+  return cluster;
 }
 
 /**

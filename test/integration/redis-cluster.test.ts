@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { OUTCOME_UNKNOWN_MESSAGE } from '../../api/enqueuer.js';
 import { decodeJob } from '../../shared/job-payload.js';
+import { spawn } from 'node:child_process';
 import { shardOf } from '../../shared/redis-keys.js';
 import { startRedisCluster, type RedisClusterHandle } from '../helpers/services.js';
 import { TEST_KEY, testConfig } from '../helpers/env.js';
@@ -114,5 +115,29 @@ describe('Redis Cluster (3 masters + 3 replicas, real redis-server)', function (
     expect(refused.body.error.code).to.equal('queue_unavailable');
     expect(refused.body.error.message).to.equal(OUTCOME_UNKNOWN_MESSAGE);
     expect(refused.headers.get('Retry-After')).to.equal('1');
+  });
+
+  it('a process whose cluster client quit while refreshing its slot map exits on its own (no timer left behind)', async () => {
+    // The child opens a client as the API and the worker do, quits while a periodic slot-map
+    // refresh is in flight, and must then exit with nothing left to wait for.
+    const script = [
+      "import { loadConfig } from './shared/config.ts';",
+      "import { createLogger } from './shared/logger.ts';",
+      "import { createRedis } from './shared/redis.ts';",
+      `const redis = createRedis(loadConfig({ REDIS_CLUSTER_NODES: ${JSON.stringify(cluster.nodesSetting)} }), 'worker', createLogger({ level: 'silent', name: 'child' }));`,
+      "await new Promise((resolve) => redis.once('ready', resolve));",
+      // Quit while a periodic round (the one ioredis's timer starts, with its callback) is in flight.
+      'const refresh = redis.refreshSlotsCache.bind(redis);',
+      'let quit;',
+      'const quitting = new Promise((resolve) => { redis.refreshSlotsCache = (callback) => { refresh(callback); if (callback && quit === undefined) resolve((quit = redis.quit())); }; });',
+      'await quitting;',
+    ].join('\n');
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const code = await Promise.race([exited, new Promise<'running'>((r) => setTimeout(() => r('running'), 15_000))]);
+    if (code === 'running') child.kill('SIGKILL');
+    expect(code, `the child is still running 15 s after its client quit ${stderr}`).to.equal(0);
   });
 });
