@@ -1,4 +1,5 @@
-import { CONFIG_SETTINGS, type Setting } from '../shared/config.js';
+import { CONFIG_SETTINGS } from '../shared/config.js';
+import type { Setting } from '../shared/settings.js';
 
 /** The README's configuration table sits between these two lines. */
 const TABLE_START = '<!-- config-table:start (npm run docs:config writes this table from shared/config.ts) -->';
