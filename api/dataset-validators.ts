@@ -1,7 +1,8 @@
 import * as v from 'valibot';
 import { rankingOptions, type DatasetDefinition, type DatasetField, type DatasetQuestion } from '../shared/dataset-definition.js';
 import type { ErrorDetail } from '../shared/errors.js';
-import { formatPath, type ResponseStatus } from '../shared/schemas.js';
+import { type ResponseStatus } from '../shared/schemas.js';
+import { formatPath } from '../shared/issue-details.js';
 
 /** Options listed in a message at most; a longer list is summarised, so that an answer stays short. */
 const MAX_LISTED_OPTIONS = 20;

@@ -2,7 +2,8 @@ import * as v from 'valibot';
 import { AppError } from '../shared/errors.js';
 import type { IdMinter } from '../shared/ids.js';
 import type { AcceptedBody } from '../shared/answers.js';
-import { toDetails, type FeedbackRecordBody, type ResponseStatus, type Write } from '../shared/schemas.js';
+import { type FeedbackRecordBody, type ResponseStatus, type Write } from '../shared/schemas.js';
+import { toDetails } from '../shared/issue-details.js';
 import { mayWriteDataset, type AuthenticatedKey } from './middleware/auth.js';
 
 /** A write ready to be queued, and what the caller is told once it is. */

@@ -3,7 +3,8 @@ import * as v from 'valibot';
 import { DatasetDefinition, DatasetDefinitionInput } from './dataset-definition.js';
 import type { ErrorDetail } from './errors.js';
 import { COLLECTIONS } from './mongo.js';
-import { DatasetId, queryLimit, toDetails } from './schemas.js';
+import { DatasetId, queryLimit } from './schemas.js';
+import { toDetails } from './issue-details.js';
 
 /** A definition as stored in `feedback_datasets`: `_id` is the dataset id. */
 interface DatasetDoc extends Omit<DatasetDefinition, 'id' | 'created_at' | 'updated_at'> {

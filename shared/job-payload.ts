@@ -1,7 +1,41 @@
 import { promisify } from 'node:util';
 import { deflateRaw, inflateRawSync, constants } from 'node:zlib';
 import * as v from 'valibot';
-import { JOB_PAYLOAD_VERSION, JOB_PAYLOAD_VERSION_DEFLATE, JobEnvelope, JobEnvelopeDeflate, type JobData, type Write } from './schemas.js';
+import type { Write } from './schemas.js';
+
+/** Version of the job payload; the worker refuses other versions (dead-letters them). */
+export const JOB_PAYLOAD_VERSION = 1;
+
+/**
+ * The envelope of a queued job. Writes are validated one by one with {@link Write}, so one bad
+ * write does not sink its batch.
+ */
+export const JobEnvelope = v.strictObject({
+  v: v.literal(JOB_PAYLOAD_VERSION),
+  writes: v.pipe(v.array(v.unknown()), v.minLength(1)),
+});
+interface JobPayload {
+  readonly v: typeof JOB_PAYLOAD_VERSION;
+  readonly writes: readonly Write[];
+}
+
+/** Version of the deflated job payload (see shared/job-payload.ts). */
+export const JOB_PAYLOAD_VERSION_DEFLATE = 2;
+
+/** A job whose writes are deflated: `z` is base64 of the deflate-raw JSON list of `n` writes. */
+export const JobEnvelopeDeflate = v.strictObject({
+  v: v.literal(JOB_PAYLOAD_VERSION_DEFLATE),
+  n: v.pipe(v.number(), v.integer(), v.minValue(1)),
+  z: v.pipe(v.string(), v.minLength(1), v.regex(/^[A-Za-z0-9+/]*={0,2}$/, 'is not base64')),
+});
+interface DeflatedJobPayload {
+  readonly v: typeof JOB_PAYLOAD_VERSION_DEFLATE;
+  readonly n: number;
+  readonly z: string;
+}
+
+/** What a write job carries in Redis. */
+export type JobData = JobPayload | DeflatedJobPayload;
 
 const deflateRawAsync = promisify(deflateRaw);
 

@@ -2,7 +2,7 @@ import { Queue, type JobsOptions } from 'bullmq';
 import type { Config } from './config.js';
 import type { RedisClient } from './redis.js';
 import { queueShards, shardOf, type QueueShard } from './redis-keys.js';
-import type { JobData } from './schemas.js';
+import type { JobData } from './job-payload.js';
 
 /** The one job name on the write queue. */
 export const WRITE_JOB_NAME = 'writes';

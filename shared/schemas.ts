@@ -1,5 +1,4 @@
 import * as v from 'valibot';
-import type { ErrorDetail } from './errors.js';
 
 /** JSON nesting deeper than this (counting the body itself as level 1) is rejected. */
 const MAX_JSON_DEPTH = 32;
@@ -318,63 +317,3 @@ export type ResponseWrite = v.InferOutput<typeof ResponseWrite>;
 /** One write carried by a job: a record with its first response, or a response to a record. */
 export const Write = v.variant('kind', [RecordWrite, ResponseWrite]);
 export type Write = v.InferOutput<typeof Write>;
-
-/** Version of the job payload; the worker refuses other versions (dead-letters them). */
-export const JOB_PAYLOAD_VERSION = 1;
-
-/**
- * The envelope of a queued job. Writes are validated one by one with {@link Write}, so one bad
- * write does not sink its batch.
- */
-export const JobEnvelope = v.strictObject({
-  v: v.literal(JOB_PAYLOAD_VERSION),
-  writes: v.pipe(v.array(v.unknown()), v.minLength(1)),
-});
-interface JobPayload {
-  readonly v: typeof JOB_PAYLOAD_VERSION;
-  readonly writes: readonly Write[];
-}
-
-/** Version of the deflated job payload (see shared/job-payload.ts). */
-export const JOB_PAYLOAD_VERSION_DEFLATE = 2;
-
-/** A job whose writes are deflated: `z` is base64 of the deflate-raw JSON list of `n` writes. */
-export const JobEnvelopeDeflate = v.strictObject({
-  v: v.literal(JOB_PAYLOAD_VERSION_DEFLATE),
-  n: v.pipe(v.number(), v.integer(), v.minValue(1)),
-  z: v.pipe(v.string(), v.minLength(1), v.regex(/^[A-Za-z0-9+/]*={0,2}$/, 'is not base64')),
-});
-interface DeflatedJobPayload {
-  readonly v: typeof JOB_PAYLOAD_VERSION_DEFLATE;
-  readonly n: number;
-  readonly z: string;
-}
-
-/** What a write job carries in Redis. */
-export type JobData = JobPayload | DeflatedJobPayload;
-
-const IDENT_RE = /^[A-Za-z_][A-Za-z0-9_-]*$/;
-
-/** `record.field_to_value["a.b"][0]`: dotted where the key allows, JSON-quoted otherwise. */
-export function formatPath(path: readonly PathItem[] | undefined): string {
-  if (path === undefined || path.length === 0) return 'body';
-  let out = '';
-  for (const item of path) {
-    const key = item.key;
-    if (typeof key === 'number') out += `[${key}]`;
-    else if (typeof key === 'string' && IDENT_RE.test(key)) out += out === '' ? key : `.${key}`;
-    else out += `[${JSON.stringify(String(key))}]`;
-  }
-  return out;
-}
-
-function issueMessage(issue: v.BaseIssue<unknown>): string {
-  if ((issue.type === 'strict_object' || issue.type === 'never') && issue.expected === 'never') return 'is not a known property';
-  if (issue.received === 'undefined' && issue.kind === 'schema') return 'is required';
-  return issue.message;
-}
-
-/** Every problem valibot found, as `{path, message}` pairs. */
-export function toDetails(issues: readonly v.BaseIssue<unknown>[]): ErrorDetail[] {
-  return issues.map((issue) => ({ path: formatPath(issue.path), message: issueMessage(issue) }));
-}

@@ -3,7 +3,7 @@ import * as v from 'valibot';
 import { DatasetDefinitionError, DatasetListQuery, type DatasetAdmin } from '../../shared/dataset-admin.js';
 import { AppError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
-import { toDetails } from '../../shared/schemas.js';
+import { toDetails } from '../../shared/issue-details.js';
 import { datasetJsonSchemas } from '../dataset-json-schema.js';
 import type { DatasetRegistry } from '../dataset-store.js';
 import { mayWriteDataset, type AuthenticatedKey } from '../middleware/auth.js';

@@ -3,7 +3,7 @@ import * as v from 'valibot';
 import { DeadLetterListQuery, DeadLetterQueueError, type DeadLetterAdmin } from '../../shared/dead-letter-admin.js';
 import { AppError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
-import { toDetails } from '../../shared/schemas.js';
+import { toDetails } from '../../shared/issue-details.js';
 
 /** Where the dead-letter endpoints live; behind `authenticate` and `requireAdmin`. */
 export const DEAD_LETTERS_PATH = '/admin/dead-letters';

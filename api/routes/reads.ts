@@ -4,7 +4,7 @@ import { MongoNetworkError, MongoServerSelectionError } from 'mongodb';
 import * as v from 'valibot';
 import { AppError } from '../../shared/errors.js';
 import type { IdMinter } from '../../shared/ids.js';
-import { toDetails } from '../../shared/schemas.js';
+import { toDetails } from '../../shared/issue-details.js';
 import { mayReadDataset, type AuthenticatedKey } from '../middleware/auth.js';
 import { DatasetIdParam, RecordListQuery, toListing } from '../read-query.js';
 import { TooManyUpdatedRecordsError, type RecordReader } from '../reads.js';

@@ -3,7 +3,7 @@ import { createDeadLetterAdmin, type DeadLetterAdmin } from '../../shared/dead-l
 import { createIdMinter } from '../../shared/ids.js';
 import { COLLECTIONS } from '../../shared/mongo.js';
 import { WRITE_JOB_NAME } from '../../shared/queue.js';
-import { JOB_PAYLOAD_VERSION } from '../../shared/schemas.js';
+import { JOB_PAYLOAD_VERSION } from '../../shared/job-payload.js';
 import { runDeadLettersCommand } from '../../scripts/dead-letters.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
 import { deadLetters, eventually, records, responses, startStack, type HttpResult, type Stack } from '../helpers/stack.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { Job } from 'bullmq';
-import { JOB_PAYLOAD_VERSION, JOB_PAYLOAD_VERSION_DEFLATE } from '../../shared/schemas.js';
+import { JOB_PAYLOAD_VERSION, JOB_PAYLOAD_VERSION_DEFLATE } from '../../shared/job-payload.js';
 import { WRITE_JOB_NAME } from '../../shared/queue.js';
 import { COLLECTIONS, createMongo } from '../../shared/mongo.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';

@@ -5,7 +5,8 @@ import * as v from 'valibot';
 import { datasetJsonSchemas } from '../../api/dataset-json-schema.js';
 import { compileDataset, type CompiledDataset } from '../../api/dataset-validators.js';
 import { DatasetDefinitionInput, type DatasetDefinition } from '../../shared/dataset-definition.js';
-import { toDetails, type ResponseStatus } from '../../shared/schemas.js';
+import { type ResponseStatus } from '../../shared/schemas.js';
+import { toDetails } from '../../shared/issue-details.js';
 
 /** A definition with every field type and every question type (and a ranking of the field names). */
 const EVERY_TYPE = {

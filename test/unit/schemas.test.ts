@@ -1,16 +1,8 @@
 import { expect } from 'chai';
 import * as v from 'valibot';
-import {
-  FeedbackRecordBody,
-  FeedbackResponseBody,
-  formatPath,
-  JOB_PAYLOAD_VERSION,
-  JobEnvelope,
-  keyNameProblem,
-  KEY_NAME_MAX_LENGTH,
-  toDetails,
-  Write,
-} from '../../shared/schemas.js';
+import { FeedbackRecordBody, FeedbackResponseBody, keyNameProblem, KEY_NAME_MAX_LENGTH, Write } from '../../shared/schemas.js';
+import { formatPath, toDetails } from '../../shared/issue-details.js';
+import { JOB_PAYLOAD_VERSION, JobEnvelope } from '../../shared/job-payload.js';
 
 type PathItem = v.IssuePathItem;
 
