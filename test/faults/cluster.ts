@@ -5,7 +5,8 @@ import { MongoClient, type Db } from 'mongodb';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
 import { loadConfig } from '../../shared/config.js';
 import { createWriteQueues, type WriteQueues } from '../../shared/queue.js';
-import { freePort, startFerretDb, startRedis, startRedisCluster, type ManagedServer, type RedisClusterHandle } from '../helpers/services.js';
+import { startRedisCluster, type RedisClusterHandle } from '../helpers/redis-cluster.js';
+import { freePort, startFerretDb, startRedis, type ManagedServer } from '../helpers/services.js';
 import { msg, saveLogs, spawnService, type ServiceProcess } from './procs.js';
 
 export const LEDGER_KEY = { name: 'ledger', secret: 'ledger-secret-key-7f3a9c2e51d84b06' } as const;

@@ -3,7 +3,7 @@ import { OUTCOME_UNKNOWN_MESSAGE } from '../../api/enqueuer.js';
 import { decodeJob } from '../../shared/job-payload.js';
 import { spawn } from 'node:child_process';
 import { shardOf } from '../../shared/redis-keys.js';
-import { startRedisCluster, type RedisClusterHandle } from '../helpers/services.js';
+import { startRedisCluster, type RedisClusterHandle } from '../helpers/redis-cluster.js';
 import { TEST_KEY, testConfig } from '../helpers/env.js';
 import { eventually, recordBody, records, responses, startStack, type Stack } from '../helpers/stack.js';
 
