@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { isDeepStrictEqual } from 'node:util';
 import { Agent } from 'node:http';
 import type { Db } from 'mongodb';
@@ -499,4 +500,12 @@ export class Ledger {
 
 function responseValues(e: Entry): Record<string, unknown> {
   return ((e.body['response'] as Record<string, unknown>)['values'] as Record<string, unknown> | undefined) ?? {};
+}
+
+/** The ledger balances: no problem, nothing pending or duplicated, and the scenario acknowledged writes. */
+export function assertBalanced(r: LedgerReport): void {
+  assert.deepEqual(r.problems, [], `the ledger does not balance:\n${r.problems.join('\n')}`);
+  assert.equal(r.outcomes.pending, 0);
+  assert.equal(r.duplicated, 0, 'duplicates stored');
+  assert.ok(r.acknowledged > 0, 'nothing was acknowledged: the scenario did not run');
 }

@@ -3,6 +3,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Cluster, until } from './cluster.js';
 import { Ledger, type LedgerReport } from './ledger.js';
+import { faultScope } from './scope.js';
 import { ARTIFACTS, msg, type ServiceProcess } from './procs.js';
 import { ledgerFigures, recordScenario } from './report.js';
 
@@ -49,22 +50,13 @@ function saveLossFigure(name: string, figures: Record<string, unknown>): void {
 }
 
 describe('fault scenarios on a Redis Cluster (3 masters + 3 replicas, 6 queue shards; ledger)', function () {
-  let cluster: Cluster | undefined;
-  let ledger: Ledger | undefined;
-
-  afterEach(async function () {
-    this.timeout(60_000);
-    ledger?.close();
-    ledger = undefined;
-    await cluster?.close();
-    cluster = undefined;
-  });
+  const scope = faultScope();
 
   it('2 API and 3 worker processes under load: every acknowledged write stored exactly once, updates in acceptance order', async function () {
-    const c = (cluster = await new Cluster({ label: 'cluster-5-procs', redisCluster: true }).start());
+    const c = (scope.cluster = await new Cluster({ label: 'cluster-5-procs', redisCluster: true }).start());
     const procs = await Promise.all([c.startApi(), c.startApi(), c.startWorker(), c.startWorker(), c.startWorker()]);
     const [a1, a2, ...workers] = procs;
-    const l = (ledger = new Ledger('c5p'));
+    const l = (scope.ledger = new Ledger('c5p'));
     await l.load({ targets: () => [a1!.url, a2!.url], total: 500, concurrency: 24, responseShare: 0.6 }).done;
     await drained(c, 90_000);
     const r = await l.verify(c.db());
@@ -147,8 +139,8 @@ describe('fault scenarios on a Redis Cluster (3 masters + 3 replicas, 6 queue sh
   }
 
   it('kill -9 of a master mid-burst with REDIS_MIN_REPLICAS_ACK=1: replica promoted, 503s not hangs, recovery by itself, 0 acknowledged writes lost, order kept', async function () {
-    const c = (cluster = await new Cluster({ label: 'cluster-failover-wait', redisCluster: true, env: { REDIS_MIN_REPLICAS_ACK: '1' } }).start());
-    const l = (ledger = new Ledger('cfw'));
+    const c = (scope.cluster = await new Cluster({ label: 'cluster-failover-wait', redisCluster: true, env: { REDIS_MIN_REPLICAS_ACK: '1' } }).start());
+    const l = (scope.ledger = new Ledger('cfw'));
     const { r } = await masterKilledMidBurst(c, l, this.test!.fullTitle(), 1);
     assertBalanced(r);
     assert.deepEqual(await c.deadLetters(), []);
@@ -156,8 +148,8 @@ describe('fault scenarios on a Redis Cluster (3 masters + 3 replicas, 6 queue sh
 
   it('kill -9 of a master mid-burst without REDIS_MIN_REPLICAS_ACK: what asynchronous replication loses (figure saved), nothing duplicated, order kept', async function () {
     // A response to a lost record waits for it, then is dead-lettered: few, quick attempts.
-    const c = (cluster = await new Cluster({ label: 'cluster-failover-async', redisCluster: true, env: { JOB_ATTEMPTS: '3', JOB_BACKOFF_MS: '200' } }).start());
-    const l = (ledger = new Ledger('cfa'));
+    const c = (scope.cluster = await new Cluster({ label: 'cluster-failover-async', redisCluster: true, env: { JOB_ATTEMPTS: '3', JOB_BACKOFF_MS: '200' } }).start());
+    const l = (scope.ledger = new Ledger('cfa'));
     const { r, lost } = await masterKilledMidBurst(c, l, this.test!.fullTitle(), 0);
     // Losing acknowledged writes is what this setting allows, and with a lost record its later
     // responses (dead-lettered as record_not_stored); anything else is a bug.

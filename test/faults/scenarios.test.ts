@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { Cluster, LEDGER_KEY, until } from './cluster.js';
 import { answerOf, NoAnswer, send, type HttpAnswer } from './http.js';
-import { Ledger, type LedgerReport } from './ledger.js';
+import { assertBalanced, Ledger } from './ledger.js';
+import { faultScope } from './scope.js';
 import { msg, type ServiceProcess } from './procs.js';
 import { ledgerFigures, recordScenario } from './report.js';
 import { decodeJob } from '../../shared/job-payload.js';
@@ -28,13 +29,6 @@ async function drained(c: Cluster, timeoutMs: number): Promise<void> {
   await until(async () => ((await c.pendingJobs()) === 0 ? true : undefined), timeoutMs, 'the queue to drain', 250);
 }
 
-function assertBalanced(r: LedgerReport): void {
-  assert.deepEqual(r.problems, [], `the ledger does not balance:\n${r.problems.join('\n')}`);
-  assert.equal(r.outcomes.pending, 0);
-  assert.equal(r.duplicated, 0, 'duplicates stored');
-  assert.ok(r.acknowledged > 0, 'nothing was acknowledged: the scenario did not run');
-}
-
 /**
  * No process logged an unhandled error or rejection, and nothing bypassed the logger: every line
  * on stdout and stderr is a pino JSON line (raw stderr output escapes redaction and log shipping).
@@ -55,21 +49,12 @@ function fiveXx(ledger: Ledger): number {
 }
 
 describe('fault scenarios (real processes, durable Redis, FerretDB; ledger)', function () {
-  let cluster: Cluster | undefined;
-  let ledger: Ledger | undefined;
-
-  afterEach(async function () {
-    this.timeout(60_000);
-    ledger?.close();
-    ledger = undefined;
-    await cluster?.close();
-    cluster = undefined;
-  });
+  const scope = faultScope();
 
   it('a second worker starts on a database that already has its indexes (restart, replica)', async function () {
-    const c = (cluster = await new Cluster({ label: 'second-worker' }).start());
+    const c = (scope.cluster = await new Cluster({ label: 'second-worker' }).start());
     const [api, w1] = await Promise.all([c.startApi(), c.startWorker()]);
-    const l = (ledger = new Ledger('w2nd'));
+    const l = (scope.ledger = new Ledger('w2nd'));
     await l.load({ targets: () => [api.url], total: 20, concurrency: 4 }).done;
     await drained(c, 30_000);
     // Fails with "MongoDB not ready; retrying index creation" for ever when index creation is not idempotent on the store.
@@ -83,9 +68,9 @@ describe('fault scenarios (real processes, durable Redis, FerretDB; ledger)', fu
   });
 
   it('kill -9 of the worker mid-batch, a new worker starts: no loss, no duplicate', async function () {
-    const c = (cluster = await new Cluster({ label: 'worker-kill-9' }).start());
+    const c = (scope.cluster = await new Cluster({ label: 'worker-kill-9' }).start());
     const [api, w1] = await Promise.all([c.startApi(), c.startWorker()]);
-    const l = (ledger = new Ledger('wk9'));
+    const l = (scope.ledger = new Ledger('wk9'));
     const run = l.load({ targets: () => [api.url], total: 600, concurrency: 32, responseShare: 0.6, ratePerSecond: 60 });
 
     // Mid-batch: the worker holds at least one job and has already stored some.
@@ -117,9 +102,9 @@ describe('fault scenarios (real processes, durable Redis, FerretDB; ledger)', fu
   });
 
   it('kill -9 of the API mid-burst: every 200 received is stored; the restarted API goes on', async function () {
-    const c = (cluster = await new Cluster({ label: 'api-kill-9' }).start());
+    const c = (scope.cluster = await new Cluster({ label: 'api-kill-9' }).start());
     const [api1, worker] = await Promise.all([c.startApi(), c.startWorker()]);
-    const l = (ledger = new Ledger('ak9'));
+    const l = (scope.ledger = new Ledger('ak9'));
     let targets = [api1.url];
     const run = l.load({ targets: () => targets, total: 600, concurrency: 40, responseShare: 0.6 });
 
@@ -146,9 +131,9 @@ describe('fault scenarios (real processes, durable Redis, FerretDB; ledger)', fu
     // 30 s is many times the store retry delay (1 s) and the MongoDB timeout (1.5 s): the worker
     // goes through many delayed retries, each of which would burn an attempt if it counted.
     const OUTAGE_MS = 30_000;
-    const c = (cluster = await new Cluster({ label: 'ferretdb-down' }).start());
+    const c = (scope.cluster = await new Cluster({ label: 'ferretdb-down' }).start());
     const [api, worker] = await Promise.all([c.startApi(), c.startWorker()]);
-    const l = (ledger = new Ledger('fdb'));
+    const l = (scope.ledger = new Ledger('fdb'));
     // 1,200 requests at 30/s: the load runs before, through and after the outage.
     const run = l.load({ targets: () => [api.url], total: 1200, concurrency: 24, responseShare: 0.6, ratePerSecond: 30 });
 
@@ -178,9 +163,9 @@ describe('fault scenarios (real processes, durable Redis, FerretDB; ledger)', fu
   });
 
   it('Redis stopped: 503 queue_unavailable within 1 s, /readyz 503; restarted with AOF: queued jobs kept, API and worker recover by themselves', async function () {
-    const c = (cluster = await new Cluster({ label: 'redis-down' }).start());
+    const c = (scope.cluster = await new Cluster({ label: 'redis-down' }).start());
     const [api, worker] = await Promise.all([c.startApi(), c.startWorker()]);
-    const l = (ledger = new Ledger('rds'));
+    const l = (scope.ledger = new Ledger('rds'));
     const run = l.load({ targets: () => [api.url], total: 600, concurrency: 20, responseShare: 0.6, ratePerSecond: 50 });
 
     await until(() => (l.acked >= 150 ? true : undefined), 60_000, '150 acknowledged writes');
@@ -255,9 +240,9 @@ describe('fault scenarios (real processes, durable Redis, FerretDB; ledger)', fu
   });
 
   it('rolling restart (SIGTERM to API and worker under load): in-flight requests complete, nothing lost, exit within SHUTDOWN_TIMEOUT_MS', async function () {
-    const c = (cluster = await new Cluster({ label: 'rolling-restart', env: { SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS) } }).start());
+    const c = (scope.cluster = await new Cluster({ label: 'rolling-restart', env: { SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS) } }).start());
     const [apiA, w1] = await Promise.all([c.startApi(), c.startWorker()]);
-    const l = (ledger = new Ledger('roll'));
+    const l = (scope.ledger = new Ledger('roll'));
     let targets = [apiA.url];
     const run = l.load({ targets: () => targets, total: 600, concurrency: 30, responseShare: 0.6, ratePerSecond: 50 });
     await until(() => (l.acked >= 150 ? true : undefined), 60_000, '150 acknowledged writes');
@@ -313,9 +298,9 @@ describe('fault scenarios (real processes, durable Redis, FerretDB; ledger)', fu
   });
 
   it('poison writes are dead-lettered with their reason; the other writes of the same batch are stored', async function () {
-    const c = (cluster = await new Cluster({ label: 'poison' }).start());
+    const c = (scope.cluster = await new Cluster({ label: 'poison' }).start());
     const [api, worker] = await Promise.all([c.startApi(), c.startWorker()]);
-    const l = (ledger = new Ledger('psn'));
+    const l = (scope.ledger = new Ledger('psn'));
     // A burst, so that jobs carry many writes and poison shares its job with good writes.
     const run = l.load({ targets: () => [api.url], total: 300, concurrency: 30, responseShare: 0.4, poisonEvery: 9 });
     await run.done;

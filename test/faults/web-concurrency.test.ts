@@ -4,7 +4,8 @@ import { COLLECTIONS } from '../../shared/mongo.js';
 import { orderNode } from '../../shared/order-clock.js';
 import { Cluster, until } from './cluster.js';
 import { answerOf, NoAnswer, type HttpAnswer } from './http.js';
-import { Ledger, type LedgerReport } from './ledger.js';
+import { assertBalanced, Ledger } from './ledger.js';
+import { faultScope } from './scope.js';
 import { msg, type ServiceProcess } from './procs.js';
 import { ledgerFigures, recordScenario } from './report.js';
 
@@ -44,13 +45,6 @@ async function drained(c: Cluster): Promise<void> {
   await until(async () => ((await c.pendingJobs()) === 0 ? true : undefined), 60_000, 'the queue to drain', 250);
 }
 
-function assertBalanced(r: LedgerReport): void {
-  assert.deepEqual(r.problems, [], `the ledger does not balance:\n${r.problems.join('\n')}`);
-  assert.equal(r.duplicated, 0, 'duplicates stored');
-  assert.equal(r.outcomes.pending, 0);
-  assert.ok(r.acknowledged > 0, 'nothing was acknowledged');
-}
-
 /**
  * A POST sent with `Expect: 100-continue`: `admitted` resolves when the server answered
  * "100 Continue", i.e. an API process parsed the headers and runs the request, which then waits
@@ -66,19 +60,10 @@ function heldRequest(port: number, path: string, headers: Record<string, string>
 }
 
 describe('WEB_CONCURRENCY: API processes of one host (node:cluster, real processes)', function () {
-  let cluster: Cluster | undefined;
-  let ledger: Ledger | undefined;
-
-  afterEach(async function () {
-    this.timeout(60_000);
-    ledger?.close();
-    ledger = undefined;
-    await cluster?.close();
-    cluster = undefined;
-  });
+  const scope = faultScope();
 
   it('two processes serve one port with their own order nodes, every write is stored once, and a killed process is replaced on its node', async function () {
-    const c = (cluster = await new Cluster({ label: 'web-concurrency' }).start());
+    const c = (scope.cluster = await new Cluster({ label: 'web-concurrency' }).start());
     const [api] = await Promise.all([c.startApi({ WEB_CONCURRENCY: '2' }), c.startWorker()]);
     await api.waitForLog(msg('api cluster listening'), 60_000, 'api cluster listening');
     // The processes write their lines asynchronously: the primary may log before they do.
@@ -88,7 +73,7 @@ describe('WEB_CONCURRENCY: API processes of one host (node:cluster, real process
     assert.ok(!first.some((p) => p.pid === api.pid), 'the primary serves nothing itself');
     assert.equal(new Set(first.map((p) => p.node)).size, 2, `the processes share an order node: ${JSON.stringify(first)}`);
 
-    const l = (ledger = new Ledger('webc'));
+    const l = (scope.ledger = new Ledger('webc'));
     await l.load({ targets: () => [api.url], total: 300, concurrency: 8, responseShare: 0.4 }).done;
     assert.deepEqual([...writePids(api)].sort(), first.map((p) => p.pid).sort(), 'both processes answered writes');
 
@@ -115,11 +100,11 @@ describe('WEB_CONCURRENCY: API processes of one host (node:cluster, real process
   });
 
   it('SIGTERM to the primary: every process answers its in-flight requests, flushes its writes and exits; then the primary exits 0', async function () {
-    const c = (cluster = await new Cluster({ label: 'web-concurrency-sigterm', env: { SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS) } }).start());
+    const c = (scope.cluster = await new Cluster({ label: 'web-concurrency-sigterm', env: { SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS) } }).start());
     const [api] = await Promise.all([c.startApi({ WEB_CONCURRENCY: '2' }), c.startWorker()]);
     await api.waitForLog(msg('api cluster listening'), 60_000, 'api cluster listening');
     const procs = await until(() => (listening(api).length >= 2 ? listening(api) : undefined), 10_000, 'two "api listening" lines');
-    const l = (ledger = new Ledger('webc-term'));
+    const l = (scope.ledger = new Ledger('webc-term'));
     await l.load({ targets: () => [api.url], total: 20, concurrency: 2 }).done;
 
     // Four requests in flight: their headers are in, their bodies not yet. node:cluster hands
