@@ -10,15 +10,18 @@ ensure_node() {
   [[ "$major" -ge 20 ]] || die "Node.js 20+ is required, found $(node --version)."
 }
 
-# Installs npm dependencies when node_modules is missing or older than the lock file.
+# Installs npm dependencies when node_modules is missing or older than the lock file, with
+# `npm ci` (what the Dockerfile, Heroku's buildpack and CI run): the lock is the install. If the
+# lock and package.json have drifted, npm ci refuses; we say so and fall back to npm install,
+# which rewrites the lock (commit it). `npm run lock:check` (in .ci/run) fails on such drift.
 ensure_node_modules() {
   ensure_node
   if [[ ! -d "$ROOT/node_modules" || "$ROOT/package-lock.json" -nt "$ROOT/node_modules/.package-lock.json" ]]; then
-    echo "installing npm dependencies…" >&2
-    # npm install, not npm ci: the lock file follows package-lock.json exactly either way, but npm ci
-    # rejects a lock that lacks optional platform packages (msgpackr-extract's macOS/Windows builds)
-    # which some registry mirrors do not serve.
-    (cd "$ROOT" && npm install --no-audit --no-fund --loglevel=error) || die "npm install failed: is the npm registry reachable?"
+    echo "installing npm dependencies (npm ci)…" >&2
+    if ! (cd "$ROOT" && npm ci --no-audit --no-fund --loglevel=error); then
+      echo "warning: npm ci failed (package-lock.json out of step with package.json, or the registry unreachable); trying npm install, which rewrites package-lock.json: commit it." >&2
+      (cd "$ROOT" && npm install --no-audit --no-fund --loglevel=error) || die "npm install failed: is the npm registry reachable?"
+    fi
   fi
 }
 
