@@ -67,7 +67,7 @@ interface EnqueuerOptions {
 const NOT_SENT = /enableOfflineQueue|Stream isn't writeable/;
 const NOT_QUEUED_MESSAGE = 'the write was not queued (it was never sent to Redis)';
 /**
- * The 503 message of a write whose job may have reached Redis after all (documented in the README:
+ * The 503 message of a write whose job may have reached Redis after all (documented in docs/api.md:
  * retry with the same Idempotency-Key). Exported for the fault suite's ledger, which books such a
  * write as "stored once or not at all" instead of "refused".
  */

@@ -1,5 +1,5 @@
 // `npm run bench`: this project against its own ceiling and the designs a user would otherwise
-// pick, on one machine, in one run. README "Performance" says what is measured and how to read it.
+// pick, on one machine, in one run. docs/performance.md says what is measured and how to read it.
 // The scenarios are in bench/scenarios/, what they share in bench/lib/runner.ts.
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';

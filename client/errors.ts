@@ -2,7 +2,7 @@ import type { ErrorCode, ErrorDetail } from '../shared/errors.js';
 
 /**
  * What a failed call reports in `code`: the server's `error.code` (the codes of shared/errors.ts,
- * documented in the README), or one of the client's own when no error body came back:
+ * documented in docs/api.md), or one of the client's own when no error body came back:
  * `network_error` (no answer), `timeout` (the call's `timeoutMs` ran out), `aborted` (the
  * caller's signal), `unexpected_response` (an answer that is not the service's JSON).
  */

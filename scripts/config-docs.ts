@@ -1,7 +1,7 @@
 import { CONFIG_SETTINGS } from '../shared/config.js';
 import type { Setting } from '../shared/settings.js';
 
-/** The README's configuration table sits between these two lines. */
+/** The configuration table of docs/configuration.md sits between these two lines. */
 const TABLE_START = '<!-- config-table:start (npm run docs:config writes this table from shared/config.ts) -->';
 const TABLE_END = '<!-- config-table:end -->';
 
@@ -17,10 +17,10 @@ export function renderConfigTable(settings: readonly Setting[] = CONFIG_SETTINGS
   ].join('\n');
 }
 
-/** `readme` with the text between the markers replaced by `table`; throws when a marker is missing. */
-export function spliceConfigTable(readme: string, table: string): string {
-  const start = readme.indexOf(TABLE_START);
-  const end = readme.indexOf(TABLE_END);
-  if (start < 0 || end < start) throw new Error(`README.md lacks the lines ${TABLE_START} and ${TABLE_END}`);
-  return `${readme.slice(0, start + TABLE_START.length)}\n${table}\n${readme.slice(end)}`;
+/** `page` with the text between the markers replaced by `table`; throws when a marker is missing. */
+export function spliceConfigTable(page: string, table: string): string {
+  const start = page.indexOf(TABLE_START);
+  const end = page.indexOf(TABLE_END);
+  if (start < 0 || end < start) throw new Error(`docs/configuration.md lacks the lines ${TABLE_START} and ${TABLE_END}`);
+  return `${page.slice(0, start + TABLE_START.length)}\n${table}\n${page.slice(end)}`;
 }

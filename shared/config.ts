@@ -29,25 +29,25 @@ export class ConfigError extends Error {
 }
 
 /**
- * Every setting of both processes, once, keyed by its {@link Config} property. The README's
- * configuration table is generated from this (`npm run docs:config`), and a test fails when the
+ * Every setting of both processes, once, keyed by its {@link Config} property. The
+ * configuration table of docs/configuration.md is generated from this (`npm run docs:config`), and a test fails when the
  * two differ.
  */
 const SETTINGS = {
   port: int('PORT', { default: 3000, min: 0, max: 65535 }, 'API port; 0 picks a free one (tests).'),
   host: text('HOST', '0.0.0.0', 'API bind address: every interface by default, as platforms that set `PORT` need; `npm start` uses `127.0.0.1` unless set. The API refuses to start with the development key on a non-loopback address.', { type: 'address' }),
-  webConcurrency: int('WEB_CONCURRENCY', { default: 1, min: 1, max: ORDER_CLOCK_NODES, unit: 'processes' }, 'API processes on this host sharing `PORT` (node:cluster: a primary forks them, replaces one that dies, forwards SIGTERM); 1 = a single process, no primary. See [Scaling out](#scaling-out).'),
+  webConcurrency: int('WEB_CONCURRENCY', { default: 1, min: 1, max: ORDER_CLOCK_NODES, unit: 'processes' }, 'API processes on this host sharing `PORT` (node:cluster: a primary forks them, replaces one that dies, forwards SIGTERM); 1 = a single process, no primary. See [Many processes on one host](scaling.md#many-processes-on-one-host).'),
   orderClockNode: optionalInt('ORDER_CLOCK_NODE', { min: 0, max: ORDER_CLOCK_NODES - 1 }, "The API process's node number in the acceptance order (`shared/order-clock.ts`), which breaks ties between processes minting in the same ms. Unset: random. With `WEB_CONCURRENCY` > 1 the primary gives its processes consecutive numbers from this one (or a random one), so that no two processes of a host share one."),
   redisUrl: url('REDIS_URL', 'redis://127.0.0.1:6379', ['redis:', 'rediss:'], 'Redis; `rediss://` for TLS.'),
   redisTlsUrl: url('REDIS_TLS_URL', undefined, ['rediss:'], 'Used instead of `REDIS_URL` when set (Heroku).'),
-  redisClusterNodes: text('REDIS_CLUSTER_NODES', '', 'Comma-separated `host:port` of some nodes of a Redis Cluster (any masters or replicas; the rest are discovered). When set, `REDIS_URL` is not used (its scheme still decides TLS). See [Redis Cluster](#redis-cluster).', { type: 'list' }),
+  redisClusterNodes: text('REDIS_CLUSTER_NODES', '', 'Comma-separated `host:port` of some nodes of a Redis Cluster (any masters or replicas; the rest are discovered). When set, `REDIS_URL` is not used (its scheme still decides TLS). See [Redis Cluster](scaling.md#redis-cluster).', { type: 'list' }),
   redisKeyPrefix: text('REDIS_KEY_PREFIX', '', 'Prepended, with a `:`, to every Redis key the service writes (queue, idempotency keys, rate-limit counters), so that several deployments can share one Redis. Unset: the keys of earlier releases (`bull:<QUEUE_NAME>:…`, `feedback-ingest:<QUEUE_NAME>:…`).', { type: '1–64 of `[A-Za-z0-9_.-]`', pattern: [/^[A-Za-z0-9_.-]{0,64}$/, 'REDIS_KEY_PREFIX must be 1-64 of [A-Za-z0-9_.-]'] }),
-  queueShards: int('QUEUE_SHARDS', { default: 0, min: 0, max: 256, unit: 'shards' }, 'BullMQ queues the writes are spread over (by record id); the worker drains them all. 0 = 1 on one Redis, 6 on a Redis Cluster (each shard is one hash slot, so shards spread over masters). Change it only with an empty queue (see [Redis Cluster](#redis-cluster)).'),
-  redisMinReplicasAck: int('REDIS_MIN_REPLICAS_ACK', { default: 0, min: 0, max: 16, unit: 'replicas' }, 'Replicas that must confirm a job (Redis `WAIT`) before the API answers 200; fewer within `REDIS_REPLICA_ACK_TIMEOUT_MS` is 503 `queue_unavailable`. 0 = answer once the master has it. See [What a 200 promises](#what-a-200-promises).'),
+  queueShards: int('QUEUE_SHARDS', { default: 0, min: 0, max: 256, unit: 'shards' }, 'BullMQ queues the writes are spread over (by record id); the worker drains them all. 0 = 1 on one Redis, 6 on a Redis Cluster (each shard is one hash slot, so shards spread over masters). Change it only with an empty queue (see [Redis Cluster](scaling.md#redis-cluster)).'),
+  redisMinReplicasAck: int('REDIS_MIN_REPLICAS_ACK', { default: 0, min: 0, max: 16, unit: 'replicas' }, 'Replicas that must confirm a job (Redis `WAIT`) before the API answers 200; fewer within `REDIS_REPLICA_ACK_TIMEOUT_MS` is 503 `queue_unavailable`. 0 = answer once the master has it. See [What a 200 promises](reliability.md#what-a-200-promises).'),
   redisReplicaAckTimeoutMs: int('REDIS_REPLICA_ACK_TIMEOUT_MS', { default: 500, min: 1, max: 60_000, unit: 'ms' }, '`WAIT` timeout of `REDIS_MIN_REPLICAS_ACK`; below `ENQUEUE_TIMEOUT_MS`.'),
   redisTlsRejectUnauthorized: bool('REDIS_TLS_REJECT_UNAUTHORIZED', true, "Verify the Redis TLS certificate; `false` for Heroku Redis's self-signed one."),
   mongodbUri: url('MONGODB_URI', 'mongodb://127.0.0.1:27017/feedback', ['mongodb:', 'mongodb+srv:'], 'MongoDB; the path names the database (default `feedback`).'),
-  mongodbWriteConcern: oneOf('MONGODB_WRITE_CONCERN', ['server', '1', 'majority'], 'server', "Write concern `w` of the worker's writes (a job completes only once they are acknowledged so): `server` leaves it to `MONGODB_URI` or the server's default (`majority` on a replica set since MongoDB 5.0, `1` standalone); `majority` survives the loss of the primary. See [Production layout](#production-layout)."),
+  mongodbWriteConcern: oneOf('MONGODB_WRITE_CONCERN', ['server', '1', 'majority'], 'server', "Write concern `w` of the worker's writes (a job completes only once they are acknowledged so): `server` leaves it to `MONGODB_URI` or the server's default (`majority` on a replica set since MongoDB 5.0, `1` standalone); `majority` survives the loss of the primary. See [Production layout](scaling.md#production-layout)."),
   mongodbJournal: bool('MONGODB_JOURNAL', false, '`true` asks for journaled writes (`j: true`: on disk before acknowledged); `false` leaves it to the server (MongoDB journals `w: majority` writes by default).'),
   mongodbReadPreference: oneOf('MONGODB_READ_PREFERENCE', ['primary', 'primaryPreferred', 'secondary', 'secondaryPreferred', 'nearest'], 'primary', "Read preference of reads that tolerate lag (stored API keys, dead-letter listings); reads the order depends on (the worker's record lookups, the order floor) always go to the primary."),
   mongodbTimeoutMs: int('MONGODB_TIMEOUT_MS', { default: 5_000, min: 100, max: 600_000, unit: 'ms' }, "The MongoDB driver's server selection and connect timeout; its sockets time out after 6× this (at least 30 s)."),
@@ -55,16 +55,16 @@ const SETTINGS = {
   adminApiKeyNames: text('ADMIN_API_KEY_NAMES', '', 'Comma-separated names from `API_KEYS` whose keys carry the admin scope (`/admin/...`). Stored keys get it with `npm run keys -- create --admin`.', { type: 'list' }),
   readApiKeyNames: text('READ_API_KEY_NAMES', '', 'Comma-separated names from `API_KEYS` whose keys may read their datasets (`GET /feedback-record/…`, `/datasets/…`); the others are write-only. Admin keys read every dataset. Stored keys get it with `npm run keys -- create --read`.', { type: 'list' }),
   apiKeysRefreshMs: int('API_KEYS_REFRESH_MS', { default: 5000, min: 50, max: 3_600_000, unit: 'ms' }, 'How often each API process reloads the keys stored in MongoDB; a new or revoked key takes effect within this.'),
-  datasets: oneOf('DATASETS', DATASET_MODES, 'open', 'A write to a dataset without a definition: `open` takes any fields and questions (key-name rules only), `strict` answers 404 `dataset_not_found`. See [Datasets](#datasets).'),
+  datasets: oneOf('DATASETS', DATASET_MODES, 'open', 'A write to a dataset without a definition: `open` takes any fields and questions (key-name rules only), `strict` answers 404 `dataset_not_found`. See [Datasets](datasets/README.md).'),
   datasetsRefreshMs: int('DATASETS_REFRESH_MS', { default: 5000, min: 50, max: 3_600_000, unit: 'ms' }, 'How often each API process reloads the dataset definitions; a new or changed definition applies to writes within this.'),
   idSigningSecrets: optionalText('ID_SIGNING_SECRETS', 'Comma-separated HMAC secrets for record ids and, through HKDF, the key of browser feedback tokens (≥ 16 chars; the first signs, all verify). Unset: a development secret. Required when `NODE_ENV=production`; the same for every API process.', 'list'),
-  feedbackTokenTtlSeconds: int('FEEDBACK_TOKEN_TTL_SECONDS', { default: 900, min: 10, max: 7 * 86_400, unit: 's' }, 'Lifetime of a browser feedback token when `POST /feedback-tokens` asks for none; at most `FEEDBACK_TOKEN_MAX_TTL_SECONDS`. See [Feedback from the browser](#feedback-from-the-browser).'),
+  feedbackTokenTtlSeconds: int('FEEDBACK_TOKEN_TTL_SECONDS', { default: 900, min: 10, max: 7 * 86_400, unit: 's' }, 'Lifetime of a browser feedback token when `POST /feedback-tokens` asks for none; at most `FEEDBACK_TOKEN_MAX_TTL_SECONDS`. See [Feedback from the browser](client.md#feedback-from-the-browser).'),
   feedbackTokenMaxTtlSeconds: int('FEEDBACK_TOKEN_MAX_TTL_SECONDS', { default: 3600, min: 10, max: 7 * 86_400, unit: 's' }, 'Longest lifetime a feedback token may be given (`expires_in_seconds` above it is 400); tokens older than this are refused even if minted under a higher maximum.'),
   corsOrigins: text('CORS_ORIGINS', '', 'Comma-separated origins (`https://chat.example.com`, no path) whose pages may call `POST /feedback-response` from a browser (CORS); unset = none. Only that route answers CORS.', { type: 'list' }),
   nodeEnv: text('NODE_ENV', 'development', '`production` makes `ID_SIGNING_SECRETS` mandatory.'),
   queueName: text('QUEUE_NAME', 'feedback-writes', 'BullMQ queue name.', { type: '1–100 of `[A-Za-z0-9_-]`', pattern: [/^[A-Za-z0-9_-]{1,100}$/, 'QUEUE_NAME must be 1-100 of [A-Za-z0-9_-]'] }),
   bodyLimitBytes: int('BODY_LIMIT_BYTES', { default: MiB, min: 1024, max: 64 * MiB, unit: 'bytes' }, 'Largest accepted body; larger is 413.'),
-  batchRequestMaxItems: int('BATCH_REQUEST_MAX_ITEMS', { default: 500, min: 1, max: 10_000, unit: 'items' }, 'Most items one `POST /feedback-batch` call may hold; more is 400 `validation_failed`. See [Batch](#batch).'),
+  batchRequestMaxItems: int('BATCH_REQUEST_MAX_ITEMS', { default: 500, min: 1, max: 10_000, unit: 'items' }, 'Most items one `POST /feedback-batch` call may hold; more is 400 `validation_failed`. See [Batch](api.md#batch).'),
   batchRequestMaxBytes: int('BATCH_REQUEST_MAX_BYTES', { default: 16 * MiB, min: 1024, max: 256 * MiB, unit: 'bytes' }, 'Largest accepted body of `POST /feedback-batch` (instead of `BODY_LIMIT_BYTES`); larger is 413.'),
   queueCompression: oneOf('QUEUE_COMPRESSION', JOB_COMPRESSIONS, 'deflate', "How a job's writes are packed for Redis: `deflate`, or `none` (plain JSON, readable in Redis tools)."),
   batchMaxItems: int('BATCH_MAX_ITEMS', { default: 200, min: 1, max: 4000, unit: 'writes' }, 'Most writes one queued job carries.'),
@@ -78,7 +78,7 @@ const SETTINGS = {
   retryAfterSeconds: int('RETRY_AFTER_SECONDS', { default: 1, min: 1, max: 3600, unit: 's' }, '`Retry-After` of 503 `queue_unavailable` (×5 for `overloaded`).'),
   idempotencyTtlSeconds: int('IDEMPOTENCY_TTL_SECONDS', { default: 86_400, min: 1, max: 30 * 86_400, unit: 's' }, 'How long an `Idempotency-Key` is remembered.'),
   idempotencyPendingTtlSeconds: int('IDEMPOTENCY_PENDING_TTL_SECONDS', { default: 60, min: 1, max: 3600, unit: 's' }, 'How long a key stays claimed by a request that never finished.'),
-  rateLimitPerMinute: int('RATE_LIMIT_PER_MINUTE', { default: 0, min: 0, max: 10_000_000, unit: 'requests/min' }, "Write requests per API key per minute, shared by all API processes (counted in Redis); 0 = no limit. A stored key's own `rate_limit_per_minute` wins. See [Rate limits](#rate-limits)."),
+  rateLimitPerMinute: int('RATE_LIMIT_PER_MINUTE', { default: 0, min: 0, max: 10_000_000, unit: 'requests/min' }, "Write requests per API key per minute, shared by all API processes (counted in Redis); 0 = no limit. A stored key's own `rate_limit_per_minute` wins. See [Rate limits](api.md#rate-limits)."),
   httpRequestTimeoutMs: int('HTTP_REQUEST_TIMEOUT_MS', { default: 30_000, min: 100, max: 600_000, unit: 'ms' }, 'Whole-request timeout (408 after it).'),
   httpHeadersTimeoutMs: int('HTTP_HEADERS_TIMEOUT_MS', { default: 10_000, min: 100, max: 600_000, unit: 'ms' }, 'Headers must arrive within this; at most `HTTP_REQUEST_TIMEOUT_MS`.'),
   httpKeepAliveTimeoutMs: int('HTTP_KEEP_ALIVE_TIMEOUT_MS', { default: 5_000, min: 100, max: 600_000, unit: 'ms' }, 'Idle keep-alive connections are closed after this.'),
@@ -130,7 +130,7 @@ export type Config = Omit<Parsed, (typeof DERIVED)[number]> & {
   readonly corsOrigins: readonly string[];
 };
 
-/** The settings in README order, for the generated table. */
+/** The settings in the order of the generated table (docs/configuration.md). */
 export const CONFIG_SETTINGS: readonly Setting[] = Object.freeze(Object.values(SETTINGS));
 
 const ParsedSchema = v.object(Object.fromEntries(Object.entries(SETTINGS).map(([key, s]) => [key, s.schema])));

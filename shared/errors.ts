@@ -4,7 +4,7 @@ import * as v from 'valibot';
 export type ErrorHeader = 'WWW-Authenticate' | 'Allow' | 'Retry-After' | 'RateLimit-Limit' | 'RateLimit-Remaining' | 'RateLimit-Reset';
 
 /**
- * Every error the API can answer with, its status and the headers it carries. The README's error table is checked against this object
+ * Every error the API can answer with, its status and the headers it carries. The error table of docs/api.md is checked against this object
  * by a test, so a new code cannot ship undocumented.
  */
 export const ErrorCode = {

@@ -39,7 +39,7 @@ export type JobData = JobPayload | DeflatedJobPayload;
 
 const deflateRawAsync = promisify(deflateRaw);
 
-/** How the API packs the writes of a job. `deflate` is the default (see README "Redis memory"). */
+/** How the API packs the writes of a job. `deflate` is the default (see docs/ARCHITECTURE.md, "Compact jobs"). */
 export const JOB_COMPRESSIONS = ['deflate', 'none'] as const;
 export type JobCompression = (typeof JOB_COMPRESSIONS)[number];
 

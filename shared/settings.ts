@@ -2,11 +2,11 @@ import * as v from 'valibot';
 
 /*
  * How one setting is declared: an environment variable with its schema (type, default, bounds,
- * unit) and the README line generated from it. shared/config.ts declares every setting with these.
+ * unit) and the docs/configuration.md line generated from it. shared/config.ts declares every setting with these.
  */
 
 /**
- * One environment variable: its schema (type, default, bounds) and what the README says of it.
+ * One environment variable: its schema (type, default, bounds) and what docs/configuration.md says of it.
  * The schema's messages start with the variable's name; `loadConfig` (shared/config.ts) turns them
  * into a `ConfigError`.
  */
@@ -21,7 +21,7 @@ export interface Setting<TOutput = unknown> {
   readonly default: string | undefined;
   /** The default for a reader when it differs from the raw value: `1 MiB` for `1048576`. */
   readonly defaultReadable?: string;
-  /** One line for the README; may say what an unset variable means. */
+  /** One line for docs/configuration.md (Markdown, links relative to docs/); may say what an unset variable means. */
   readonly doc: string;
 }
 
@@ -29,7 +29,7 @@ export type Unit = 'ms' | 's' | 'bytes' | 'jobs' | 'writes' | 'items' | 'attempt
 
 export const MiB = 1024 * 1024;
 
-/** `1048576` as `1 MiB`, `30000` as `30,000`: for the README only. */
+/** `1048576` as `1 MiB`, `30000` as `30,000`: for docs/configuration.md only. */
 function readable(value: number, unit: Unit | undefined): string {
   if (unit === 'bytes') {
     for (const [size, name] of [[1024 * MiB, 'GiB'], [MiB, 'MiB'], [1024, 'KiB']] as const) {

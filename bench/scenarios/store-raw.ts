@@ -9,7 +9,7 @@ import { INSERT_BATCH, recordWrite, type Burst, type Seed } from '../lib/drain-w
 import type { Monitor } from '../lib/store-monitor.js';
 import { verifyStored } from './worker-drain.js';
 
-/** Updates per bulk command: more, or several bulks at once, stall FerretDB v1 (README, "FerretDB and leases"). */
+/** Updates per bulk command: more, or several bulks at once, stall FerretDB v1 (docs/ARCHITECTURE.md, "FerretDB and leases"). */
 export const RAW_UPDATE_CHUNK = 10;
 
 export interface RawResult {

@@ -41,7 +41,7 @@ function assertNoUnhandled(procs: readonly ServiceProcess[]): void {
   }
 }
 
-/** Saves the figure the README's trade-off table quotes (test-artifacts/faults/redis-cluster-loss.json). */
+/** Saves the figure the trade-off table of docs/reliability.md quotes (test-artifacts/faults/redis-cluster-loss.json). */
 function saveLossFigure(name: string, figures: Record<string, unknown>): void {
   const dir = join(ARTIFACTS, 'faults');
   mkdirSync(dir, { recursive: true });

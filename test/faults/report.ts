@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { LedgerReport } from './ledger.js';
 import { ARTIFACTS } from './procs.js';
 
-/** Figures of one scenario, as the lead puts them in the README. */
+/** Figures of one scenario, as the lead puts them in docs/reliability.md. */
 interface ScenarioFigures {
   readonly fault: string;
   readonly requests: number;

@@ -18,7 +18,7 @@ import { rawExchange, type RawAnswer } from './raw.js';
  * never answer 5xx, always use the documented error shape, and stay up.
  */
 
-/** The README's error table: code -> status. */
+/** The error table of docs/api.md: code -> status. */
 const DOCUMENTED: Readonly<Record<string, number>> = {
   invalid_json: 400,
   validation_failed: 400,

@@ -1,7 +1,7 @@
 /**
- * An independent reading of the contract (SPEC.md and the README's body rules), written without
+ * An independent reading of the contract (SPEC.md and the body rules of docs/api.md), written without
  * looking at shared/schemas.ts, so that a generated body can be judged valid or not by something
- * other than the code under test. Where the contract names no limit the README's does:
+ * other than the code under test. Where the contract names no limit docs/api.md does:
  * `external_id` 1–1024, `user_id` 1–256, `feedback_record_id` 1–200 characters.
  *
  * On top of the written rules, the oracle holds that a 200 means "stored as sent": a body the

@@ -89,7 +89,7 @@ describe('API start-up', function () {
     expect(run.code, run.output).to.equal(0);
     const listening = run.output.split('\n').filter((l) => l.includes('"api listening"'));
     expect(listening).to.have.length(1);
-    // `npm start` shows the dataset mode (README "Datasets"): the default is open.
+    // `npm start` shows the dataset mode (docs/datasets/README.md): the default is open.
     expect(JSON.parse(listening[0]!)).to.include({ host: '127.0.0.1', port, datasets: 'open', defined_datasets: 0 });
   });
 

@@ -6,7 +6,7 @@ import { CONFIG_VARIABLES } from '../../shared/config.js';
 /**
  * No Docker engine or compose plugin exists where this project is built, so `docker compose
  * config` cannot check the file here: this parses it (YAML anchors and merge keys resolved as
- * Compose resolves them) and checks what the README's "Production layout" relies on.
+ * Compose resolves them) and checks what docs/scaling.md's "Production layout" relies on.
  */
 
 interface Service {

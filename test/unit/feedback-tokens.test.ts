@@ -12,7 +12,7 @@ const tokens = (secrets: readonly string[], now = () => T0, maxTtlSeconds = 3600
 const part = (token: string, i: number) => JSON.parse(Buffer.from(token.split('.')[i]!, 'base64url').toString('utf8')) as Record<string, unknown>;
 const encode = (json: unknown) => Buffer.from(JSON.stringify(json)).toString('base64url');
 
-/** The derivation the README documents, computed independently of api/feedback-tokens.ts. */
+/** The derivation docs/client.md documents, computed independently of api/feedback-tokens.ts. */
 function documentedKey(secret: string): { key: Uint8Array; kid: string } {
   const key = new Uint8Array(hkdfSync('sha256', Buffer.from(secret, 'utf8'), 'feedback-ingest', 'feedback-token/v1', 32));
   return { key, kid: createHash('sha256').update('kid\0').update(key).digest().subarray(0, 9).toString('base64url') };

@@ -3,11 +3,11 @@ import { expect } from 'chai';
 import { renderConfigTable, spliceConfigTable } from '../../scripts/config-docs.js';
 import { CONFIG_VARIABLES } from '../../shared/config.js';
 
-describe('README configuration table (scripts/config-docs.ts)', () => {
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+describe('docs/configuration.md table (scripts/config-docs.ts)', () => {
+  const page = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
 
   it('is the table generated from shared/config.ts (run `npm run docs:config` after changing a setting)', () => {
-    expect(spliceConfigTable(readme, renderConfigTable())).to.equal(readme);
+    expect(spliceConfigTable(page, renderConfigTable())).to.equal(page);
   });
 
   it('has one row per variable, each with a type, a default or –, and a meaning', () => {
@@ -16,7 +16,7 @@ describe('README configuration table (scripts/config-docs.ts)', () => {
     for (const row of rows) expect(row.split(/(?<!\\)\|/).slice(1, -1).every((c) => c.trim() !== ''), row).to.equal(true);
   });
 
-  it('refuses a README without the markers', () => {
+  it('refuses a page without the markers', () => {
     expect(() => spliceConfigTable('# no table here\n', renderConfigTable())).to.throw(/config-table:start/);
   });
 });
