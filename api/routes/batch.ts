@@ -5,7 +5,8 @@ import { batchItemKind, BatchResponseToNewRecord, FeedbackRecordBody, feedbackBa
 import type { DatasetGate } from '../dataset-gate.js';
 import type { EnqueueReceipt } from '../enqueuer.js';
 import { idempotentCall, readIdempotencyKey } from '../idempotent-call.js';
-import { buildRecordWrite, buildResponseWrite, checkRecordScope, checkResponseTarget, parseBody, type BuiltWrite, type WriteContext } from '../writes.js';
+import { buildRecordWrite, buildResponseWrite, checkRecordScope, checkResponseTarget, type BuiltWrite, type WriteContext } from '../writes.js';
+import { parseBody } from '../parse-input.js';
 import { refuseWhenOverloaded, writeContext, type FeedbackRouteDeps } from './feedback.js';
 
 export const FEEDBACK_BATCH_PATH = '/feedback-batch';

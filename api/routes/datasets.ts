@@ -1,9 +1,10 @@
 import type { Context } from 'koa';
 import * as v from 'valibot';
 import { DatasetDefinitionError, DatasetListQuery, type DatasetAdmin } from '../../shared/dataset-admin.js';
+import { DatasetId } from '../../shared/schemas.js';
 import { AppError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
-import { toDetails } from '../../shared/issue-details.js';
+import { parseQuery } from '../parse-input.js';
 import { datasetJsonSchemas } from '../dataset-json-schema.js';
 import type { DatasetRegistry } from '../dataset-store.js';
 import { mayWriteDataset, type AuthenticatedKey } from '../middleware/auth.js';
@@ -30,6 +31,14 @@ type DatasetSchemas = v.InferOutput<typeof DatasetSchemas>;
 
 type WithId = Context & { params: Record<string, string> };
 
+/** The `{id}` of the path, checked before any store is asked (a NUL would be the store's 500). */
+function datasetIdParam(ctx: WithId): string {
+  const id = ctx.params['id'] ?? '';
+  const parsed = v.safeParse(DatasetId, id);
+  if (!parsed.success) throw new AppError('validation_failed', `path.id ${parsed.issues[0].message}`, { details: [{ path: 'path.id', message: parsed.issues[0].message }] });
+  return id;
+}
+
 function notFound(id: string): AppError {
   return new AppError('dataset_not_found', `the dataset ${JSON.stringify(id)} has no definition`);
 }
@@ -55,7 +64,7 @@ export function putDataset(deps: DatasetRouteDeps) {
 /** `GET /datasets/:id` (admin): the stored definition. */
 export function getDataset(deps: DatasetRouteDeps) {
   return async (ctx: WithId): Promise<void> => {
-    const id = ctx.params['id']!;
+    const id = datasetIdParam(ctx);
     const definition = await deps.admin.get(id);
     if (definition === undefined) throw notFound(id);
     ctx.body = definition;
@@ -65,14 +74,8 @@ export function getDataset(deps: DatasetRouteDeps) {
 /** `GET /datasets?limit=&cursor=` (admin): definitions ordered by id. */
 export function listDatasets(deps: DatasetRouteDeps) {
   return async (ctx: Context): Promise<void> => {
-    const query: Record<string, unknown> = {};
-    for (const [name, value] of Object.entries(ctx.query)) query[name] = value;
-    const parsed = v.safeParse(DatasetListQuery, query, { abortEarly: false });
-    if (!parsed.success) {
-      const details = toDetails(parsed.issues).map((d) => ({ path: `query.${d.path}`, message: d.message }));
-      throw new AppError('validation_failed', `${details[0]!.path} ${details[0]!.message}`, { details });
-    }
-    ctx.body = await deps.admin.list(parsed.output);
+    const query = parseQuery(DatasetListQuery, ctx.query);
+    ctx.body = await deps.admin.list(query);
   };
 }
 

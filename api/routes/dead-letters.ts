@@ -3,7 +3,7 @@ import * as v from 'valibot';
 import { DeadLetterListQuery, DeadLetterQueueError, type DeadLetterAdmin } from '../../shared/dead-letter-admin.js';
 import { AppError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
-import { toDetails } from '../../shared/issue-details.js';
+import { parseQuery } from '../parse-input.js';
 
 /** Where the dead-letter endpoints live; behind `authenticate` and `requireAdmin`. */
 export const DEAD_LETTERS_PATH = '/admin/dead-letters';
@@ -24,14 +24,8 @@ function notFound(id: string): AppError {
 /** `GET /admin/dead-letters?reason=&limit=&cursor=`: newest first. */
 export function listDeadLetters(deps: DeadLetterRouteDeps) {
   return async (ctx: Context): Promise<void> => {
-    const query: Record<string, unknown> = {};
-    for (const [name, value] of Object.entries(ctx.query)) query[name] = value;
-    const parsed = v.safeParse(DeadLetterListQuery, query, { abortEarly: false });
-    if (!parsed.success) {
-      const details = toDetails(parsed.issues).map((d) => ({ path: `query.${d.path}`, message: d.message }));
-      throw new AppError('validation_failed', `${details[0]!.path} ${details[0]!.message}`, { details });
-    }
-    ctx.body = await deps.deadLetters.list(parsed.output);
+    const query = parseQuery(DeadLetterListQuery, ctx.query);
+    ctx.body = await deps.deadLetters.list(query);
   };
 }
 

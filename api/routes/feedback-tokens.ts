@@ -5,7 +5,8 @@ import type { IdMinter } from '../../shared/ids.js';
 import { FeedbackTokenBody } from '../../shared/schemas.js';
 import type { FeedbackTokens } from '../feedback-tokens.js';
 import type { AuthenticatedKey } from '../middleware/auth.js';
-import { checkResponseTarget, parseBody } from '../writes.js';
+import { checkResponseTarget } from '../writes.js';
+import { parseBody } from '../parse-input.js';
 
 export const FEEDBACK_TOKENS_PATH = '/feedback-tokens';
 

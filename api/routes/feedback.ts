@@ -10,7 +10,8 @@ import type { IdempotencyStore } from '../idempotency.js';
 import { bodyBytes, idempotentCall, readIdempotencyKey } from '../idempotent-call.js';
 import type { FeedbackTokenScope } from '../feedback-tokens.js';
 import { feedbackTokenOf, type AuthenticatedKey } from '../middleware/auth.js';
-import { buildRecordWrite, buildResponseWrite, checkRecordScope, checkResponseTarget, parseBody, type BuiltWrite, type WriteContext } from '../writes.js';
+import { buildRecordWrite, buildResponseWrite, checkRecordScope, checkResponseTarget, type BuiltWrite, type WriteContext } from '../writes.js';
+import { parseBody } from '../parse-input.js';
 
 export interface FeedbackRouteDeps {
   /** The root logger: tells whether debug lines are on without making the request's child logger. */
