@@ -2,7 +2,8 @@ import { AppError } from '../shared/errors.js';
 import type { IdMinter } from '../shared/ids.js';
 import type { AcceptedBody } from '../shared/answers.js';
 import { type FeedbackRecordBody, type ResponseStatus, type Write } from '../shared/schemas.js';
-import { mayWriteDataset, type AuthenticatedKey } from './middleware/auth.js';
+import type { AuthenticatedKey } from './key-verifier.js';
+import { mayWriteDataset } from './scopes.js';
 
 /** A write ready to be queued, and what the caller is told once it is. */
 export interface BuiltWrite {

@@ -334,8 +334,10 @@ const writeCommon = {
   record_id: RecordId,
   response_id: v.pipe(v.string(), v.minLength(1), v.maxLength(200)),
   /**
-   * Acceptance order, set only when a write is re-queued (dead-letter retry) so that it keeps
-   * its place; otherwise the worker derives it from the job id Redis assigned.
+   * Acceptance order: set by the API on every write (shared/order-clock.ts), kept when a dead
+   * letter is re-queued so that the write keeps its place. The worker stores a response version
+   * only over an older `seq`. Absent only in jobs of releases before it, whose order the worker
+   * derives from the job id Redis assigned.
    */
   seq: v.exactOptional(v.pipe(v.number(), v.safeInteger(), v.minValue(0))),
 };

@@ -1,8 +1,7 @@
-import type { Context } from 'koa';
+import type { ApiParamsContext, ApiContext } from '../state.js';
 import * as v from 'valibot';
 import { DeadLetterListQuery, DeadLetterQueueError, type DeadLetterAdmin } from '../../shared/dead-letter-admin.js';
 import { AppError } from '../../shared/errors.js';
-import type { Logger } from '../../shared/logger.js';
 import { parseQuery } from '../parse-input.js';
 
 /** Where the dead-letter endpoints live; behind `authenticate` and `requireAdmin`. */
@@ -23,7 +22,7 @@ function notFound(id: string): AppError {
 
 /** `GET /admin/dead-letters?reason=&limit=&cursor=`: newest first. */
 export function listDeadLetters(deps: DeadLetterRouteDeps) {
-  return async (ctx: Context): Promise<void> => {
+  return async (ctx: ApiContext): Promise<void> => {
     const query = parseQuery(DeadLetterListQuery, ctx.query);
     ctx.body = await deps.deadLetters.list(query);
   };
@@ -31,7 +30,7 @@ export function listDeadLetters(deps: DeadLetterRouteDeps) {
 
 /** `GET /admin/dead-letters/:id`: one dead letter with its payload. */
 export function getDeadLetter(deps: DeadLetterRouteDeps) {
-  return async (ctx: Context & { params: Record<string, string> }): Promise<void> => {
+  return async (ctx: ApiParamsContext): Promise<void> => {
     const id = ctx.params['id']!;
     const letter = await deps.deadLetters.get(id);
     if (letter === undefined) throw notFound(id);
@@ -41,7 +40,7 @@ export function getDeadLetter(deps: DeadLetterRouteDeps) {
 
 /** `POST /admin/dead-letters/:id/retry`: queue the write again, then drop the dead letter. */
 export function retryDeadLetter(deps: DeadLetterRouteDeps) {
-  return async (ctx: Context & { params: Record<string, string> }): Promise<void> => {
+  return async (ctx: ApiParamsContext): Promise<void> => {
     const id = ctx.params['id']!;
     let outcome;
     try {
@@ -52,17 +51,17 @@ export function retryDeadLetter(deps: DeadLetterRouteDeps) {
     }
     if (outcome.outcome === 'not_found') throw notFound(id);
     if (outcome.outcome === 'not_retryable') throw new AppError('dead_letter_not_retryable', outcome.error);
-    (ctx.state['log'] as Logger | undefined)?.info({ dead_letter_id: id, job_id: outcome.job_id, seq: outcome.seq }, 'dead letter re-queued');
+    ctx.state.log?.info({ dead_letter_id: id, job_id: outcome.job_id, seq: outcome.seq }, 'dead letter re-queued');
     ctx.body = outcome;
   };
 }
 
 /** `DELETE /admin/dead-letters/:id`: purge one. */
 export function deleteDeadLetter(deps: DeadLetterRouteDeps) {
-  return async (ctx: Context & { params: Record<string, string> }): Promise<void> => {
+  return async (ctx: ApiParamsContext): Promise<void> => {
     const id = ctx.params['id']!;
     if (!(await deps.deadLetters.purge(id))) throw notFound(id);
-    (ctx.state['log'] as Logger | undefined)?.info({ dead_letter_id: id }, 'dead letter purged');
+    ctx.state.log?.info({ dead_letter_id: id }, 'dead letter purged');
     ctx.body = { id, purged: true } satisfies DeadLetterPurged;
   };
 }

@@ -1,11 +1,12 @@
 import { Readable } from 'node:stream';
-import type { Context, Middleware } from 'koa';
+import { authenticatedKey, type ApiParamsContext, type ApiContext, type ApiMiddleware } from '../state.js';
 import { MongoNetworkError, MongoServerSelectionError } from 'mongodb';
 import * as v from 'valibot';
 import { AppError } from '../../shared/errors.js';
 import type { IdMinter } from '../../shared/ids.js';
 import { parseQuery } from '../parse-input.js';
-import { mayReadDataset, type AuthenticatedKey } from '../middleware/auth.js';
+import type { AuthenticatedKey } from '../key-verifier.js';
+import { mayReadDataset } from '../scopes.js';
 import { DatasetIdParam, ExportQuery, RecordListQuery, toListing } from '../read-query.js';
 import { TooManyUpdatedRecordsError, type RecordReader } from '../reads.js';
 
@@ -15,16 +16,16 @@ interface ReadRouteDeps {
   readonly retryAfterSeconds: number;
 }
 
-type ParamsContext = Context & { params: Record<string, string> };
+type ParamsContext = ApiParamsContext;
 
-function apiKey(ctx: Context): AuthenticatedKey {
-  return ctx.state['apiKey'] as AuthenticatedKey;
+function apiKey(ctx: ApiContext): AuthenticatedKey {
+  return authenticatedKey(ctx);
 }
 
 /** Lets through keys that may read (read or admin scope); 403 `forbidden` otherwise. After `authenticate`. */
-export function requireRead(): Middleware {
+export function requireRead(): ApiMiddleware {
   return async (ctx, next) => {
-    const key = ctx.state['apiKey'] as AuthenticatedKey | undefined;
+    const key = authenticatedKey(ctx);
     if (key === undefined || !(key.read || key.admin)) throw new AppError('forbidden', 'this API key has no read scope (npm run keys -- create --read, or READ_API_KEY_NAMES)');
     await next();
   };
