@@ -1,5 +1,6 @@
-import Koa, { type Middleware } from 'koa';
+import Koa from 'koa';
 import { Router } from '@koa/router';
+import type { ApiMiddleware, ApiState } from './state.js';
 import { AppError } from '../shared/errors.js';
 import type { IdMinter } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
@@ -9,7 +10,8 @@ import type { IdempotencyStore } from './idempotency.js';
 import type { ApiMetrics } from './metrics.js';
 import type { DeadLetterAdmin } from '../shared/dead-letter-admin.js';
 import { requireAdmin } from './middleware/admin.js';
-import { authenticate, type KeyVerifier } from './middleware/auth.js';
+import { authenticate } from './middleware/auth.js';
+import type { KeyVerifier } from './key-verifier.js';
 import { browserCors } from './middleware/cors.js';
 import type { FeedbackTokens } from './feedback-tokens.js';
 import { FEEDBACK_TOKENS_PATH, postFeedbackToken } from './routes/feedback-tokens.js';
@@ -45,7 +47,7 @@ interface AppDeps {
   readonly batchRequestMaxBytes: number;
   readonly retryAfterSeconds: number;
   /** Per-key rate limit of the write routes (api/rate-limit.ts), after authentication; absent = none (the benchmark's servers). */
-  readonly rateLimit?: Middleware;
+  readonly rateLimit?: ApiMiddleware;
   /** The dead-letter tools behind `/admin/dead-letters` (admin scope); absent = not mounted (the benchmark's servers). */
   readonly deadLetters?: DeadLetterAdmin;
   /** The queues (one per shard) shown by the bull-board dashboard under `/admin/queues` (admin scope); absent = not mounted. */
@@ -67,8 +69,8 @@ interface AppDeps {
 const BROWSER_PATHS = ['/feedback-response'];
 
 /** Routes and middleware; never listens (api/main.ts does), so tests mount it on any server. */
-export function createApp(deps: AppDeps): Koa {
-  const app = new Koa({ proxy: false });
+export function createApp(deps: AppDeps): Koa<ApiState> {
+  const app = new Koa<ApiState>({ proxy: false });
   // Errors are rendered by errorHandler; Koa's own handler would print to stderr.
   app.silent = true;
 
@@ -76,7 +78,7 @@ export function createApp(deps: AppDeps): Koa {
   const limitAndParse = [...(deps.rateLimit === undefined ? [] : [deps.rateLimit]), ...jsonBody({ limitBytes: deps.bodyLimitBytes })];
   const write = [authenticate(deps.keys), ...limitAndParse];
   const writeGate = [authenticate(deps.keys), ...(deps.rateLimit === undefined ? [] : [deps.rateLimit])];
-  const router = new Router();
+  const router = new Router<ApiState>();
   router.post('/feedback-record', ...write, postFeedbackRecord(routeDeps));
   if (deps.feedbackTokens === undefined) {
     router.post('/feedback-response', ...write, postFeedbackResponse(routeDeps));

@@ -1,7 +1,7 @@
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { KoaAdapter } from '@bull-board/koa';
-import type { Middleware } from 'koa';
+import type { ApiMiddleware } from './state.js';
 import { AppError } from '../shared/errors.js';
 import { bearerToken } from './middleware/auth.js';
 import { decodeJob } from '../shared/job-payload.js';
@@ -42,7 +42,7 @@ export function presentedToken(header: string): string | undefined {
  * challenge (user name ignored, the admin key as password). Jobs are shown with their writes
  * decoded, whatever `QUEUE_COMPRESSION` packed them as.
  */
-export function createDashboard(options: DashboardOptions): Middleware {
+export function createDashboard(options: DashboardOptions): ApiMiddleware {
   const adapter = new KoaAdapter();
   adapter.setBasePath(DASHBOARD_PATH);
   const sharded = options.queues.shards.length > 1;
@@ -72,7 +72,7 @@ export function createDashboard(options: DashboardOptions): Middleware {
       throw new AppError(token === undefined ? 'unauthorized' : 'invalid_api_key', 'the dashboard needs an admin API key (Bearer, or Basic with the key as password)', { headers: { 'WWW-Authenticate': CHALLENGE } });
     }
     if (verdict === 'forbidden') throw new AppError('forbidden', 'this API key has no admin scope');
-    ctx.state['dashboard'] = true;
+    ctx.state.dashboard = true;
     await board(ctx, next);
   };
 }

@@ -28,6 +28,16 @@ export interface Enqueuer {
   drain(): Promise<void>;
 }
 
+
+/**
+ * `Retry-After` of 503 `overloaded`, from `RETRY_AFTER_SECONDS`: a backlog above its ceiling
+ * takes longer to clear than Redis takes to come back, so clients wait five times longer. The
+ * one place both refusals (this process's pending writes, the queue's backlog) take it from.
+ */
+export function overloadedRetryAfterSeconds(retryAfterSeconds: number): number {
+  return retryAfterSeconds * 5;
+}
+
 /** `REDIS_MIN_REPLICAS_ACK`: a job counts as queued once this many replicas confirmed it. */
 interface ReplicaAck {
   readonly min: number;
@@ -147,7 +157,7 @@ export function createBatchingEnqueuer(options: EnqueuerOptions): Enqueuer {
       }
       if (items >= options.maxPendingWrites || weight + bytes > options.maxPendingBytes) {
         return Promise.reject(
-          new AppError('overloaded', 'this API process holds too many writes waiting for Redis; retry later', { headers: retryAfter }),
+          new AppError('overloaded', 'this API process holds too many writes waiting for Redis; retry later', { headers: { 'Retry-After': String(overloadedRetryAfterSeconds(retryAfterSeconds)) } }),
         );
       }
       const ordered: Write = { ...write, seq: clock.next() };

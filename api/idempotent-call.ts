@@ -1,11 +1,9 @@
-import type { Context } from 'koa';
+import { authenticatedKey, type ApiContext } from './state.js';
 import { AppError } from '../shared/errors.js';
-import type { Logger } from '../shared/logger.js';
-import { feedbackTokenOf, type AuthenticatedKey } from './middleware/auth.js';
 import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore } from './idempotency.js';
 
 /** The request's `Idempotency-Key`, undefined without one; 400 `invalid_header` when malformed. */
-export function readIdempotencyKey(ctx: Context): string | undefined {
+export function readIdempotencyKey(ctx: ApiContext): string | undefined {
   const raw = ctx.req.headers['idempotency-key'];
   if (raw === undefined) return undefined;
   if (Array.isArray(raw) || !isValidIdempotencyKey(raw)) {
@@ -19,9 +17,9 @@ export function readIdempotencyKey(ctx: Context): string | undefined {
  * its (minting key, record, annotator), so that two browsers sharing a minting key never replay
  * each other's answers. `\0` cannot occur in key names.
  */
-function idempotencyOwner(ctx: Context): string {
-  const key = ctx.state['apiKey'] as AuthenticatedKey;
-  const token = feedbackTokenOf(ctx.state);
+function idempotencyOwner(ctx: ApiContext): string {
+  const key = authenticatedKey(ctx);
+  const token = ctx.state.feedbackToken;
   return token === undefined ? key.name : `${key.name}\0token\0${token.recordId}\0${token.userId}`;
 }
 
@@ -33,7 +31,7 @@ function idempotencyOwner(ctx: Context): string {
  * `run` releases the key so the retry can run. Returns the answer body.
  */
 export async function idempotentCall(
-  ctx: Context,
+  ctx: ApiContext,
   deps: { readonly idempotency: IdempotencyStore; readonly retryAfterSeconds: number },
   options: { readonly endpoint: string; readonly body: unknown; readonly idemKey: string | undefined },
   run: (seed: string | undefined) => Promise<unknown>,
@@ -74,13 +72,13 @@ export async function idempotentCall(
   // The write is queued: if keeping the replay body fails, the claim expires and a retry mints
   // the same ids (seeded), which the worker stores once.
   await deps.idempotency.complete(owner, idemKey, fingerprint, answer).catch((err: unknown) => {
-    (ctx.state['log'] as Logger).warn({ err: (err as Error).message }, 'could not keep the idempotent answer');
+    ctx.state.log.warn({ err: (err as Error).message }, 'could not keep the idempotent answer');
   });
   return answer;
 }
 
 /** Size of the request body in bytes (set by the jsonBody middleware), for the enqueuer's limits. */
-export function bodyBytes(ctx: Context): number {
-  const bytes: unknown = ctx.state['bodyBytes'];
+export function bodyBytes(ctx: ApiContext): number {
+  const bytes: unknown = ctx.state.bodyBytes;
   return typeof bytes === 'number' ? bytes : 0;
 }

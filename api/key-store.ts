@@ -4,7 +4,7 @@ import * as v from 'valibot';
 import { StoredApiKey, type ApiKeyDoc } from '../shared/api-keys.js';
 import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
-import type { AuthenticatedKey, KeyVerifier } from './middleware/auth.js';
+import type { AuthenticatedKey, KeyVerifier } from './key-verifier.js';
 import { createPeriodicReload, type PeriodicReload } from './periodic-reload.js';
 
 interface KeyStoreOptions {

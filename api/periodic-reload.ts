@@ -8,7 +8,10 @@ export interface PeriodicReload {
    * up at the first reload that succeeds.
    */
   start(firstLoadTimeoutMs: number): Promise<void>;
-  /** One load now (joins one in flight); false when MongoDB did not answer (the last set stays in use). */
+  /**
+   * One load that starts after this call (after the load in flight, if any, which may have read
+   * before the caller's write); false when MongoDB did not answer (the last set stays in use).
+   */
   refresh(): Promise<boolean>;
   /** Stops reloading and waits for a load in flight, so that MongoDB can be closed after it. */
   close(): Promise<void>;
@@ -47,11 +50,29 @@ export function createPeriodicReload(options: {
     }
   }
 
-  function refresh(timeoutMs?: number): Promise<boolean> {
-    inFlight ??= attempt(timeoutMs).finally(() => {
+  let queued: Promise<boolean> | undefined;
+
+  function run(timeoutMs?: number): Promise<boolean> {
+    inFlight = attempt(timeoutMs).finally(() => {
       inFlight = undefined;
     });
     return inFlight;
+  }
+
+  /**
+   * A load that starts after this call, so that it sees every write made before it (a PUT that
+   * reloads at once). A load in flight may have read before that write: joining it would keep
+   * the old set until the next period, so one more load follows it, shared by every caller that
+   * came meanwhile. Loads never overlap, so the last one started is the last one applied.
+   */
+  function refresh(timeoutMs?: number): Promise<boolean> {
+    if (queued !== undefined) return queued;
+    if (inFlight === undefined) return run(timeoutMs);
+    queued = inFlight.then(() => {
+      queued = undefined;
+      return run(timeoutMs);
+    });
+    return queued;
   }
 
   function schedule(): void {
@@ -71,7 +92,7 @@ export function createPeriodicReload(options: {
     async close() {
       stopped = true;
       clearTimeout(timer);
-      await inFlight;
+      await (queued ?? inFlight);
     },
   };
 }

@@ -1,5 +1,5 @@
 import type { RedisClient } from '../shared/redis.js';
-import type { Middleware } from 'koa';
+import type { ApiMiddleware } from './state.js';
 import { RateLimiterRedis, RateLimiterRes, RLWrapperTimeouts } from 'rate-limiter-flexible';
 import { AppError } from '../shared/errors.js';
 import type { Logger } from '../shared/logger.js';
@@ -42,7 +42,7 @@ const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
  * limit protects capacity, and with Redis down the enqueue answers 503 anyway, so refusing here
  * would only replace that 503 with a 500. Logged once per outage and counted.
  */
-export function createRateLimiter(options: RateLimiterOptions): Middleware {
+export function createRateLimiter(options: RateLimiterOptions): ApiMiddleware {
   const { redis, prefix, defaultPerMinute, timeoutMs, logger, metrics } = options;
   // RateLimiterRedis compares the shared counter with its own `points`, so one instance serves
   // every key with the same limit; the Redis key does not depend on the limit.
@@ -74,7 +74,7 @@ export function createRateLimiter(options: RateLimiterOptions): Middleware {
   };
 
   return async (ctx, next) => {
-    const apiKey = ctx.state['apiKey'] as { name: string } | undefined;
+    const apiKey = ctx.state.apiKey;
     const limit = apiKey === undefined ? 0 : effectiveLimitPerMinute(apiKey, defaultPerMinute);
     if (apiKey === undefined || limit === 0) return next();
     const counted = await consume(apiKey.name, limit);

@@ -9,7 +9,23 @@ export const RECORD_ORDERS = ['newest', 'oldest'] as const;
 export type RecordOrder = (typeof RECORD_ORDERS)[number];
 
 /** ISO 8601 date-time with an explicit offset (`Z` or `±hh:mm`): a time without one is ambiguous. */
-const ISO_TIME_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
+const ISO_TIME_RE = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(\.\d{1,9})?)?(?:Z|[+-](\d{2}):(\d{2}))$/;
+
+/**
+ * Ms since the epoch of an ISO 8601 time with an offset, or undefined when it is not one or
+ * names a time that does not exist (2026-02-30, 24:00, a 60th second, an offset of 24 h):
+ * Date.parse rolls such dates over instead of refusing them.
+ */
+export function parseIsoTime(text: string): number | undefined {
+  const m = ISO_TIME_RE.exec(text);
+  if (m === null) return undefined;
+  const [year, month, day, hour, minute, second, offsetHours, offsetMinutes] = [1, 2, 3, 4, 5, 6, 8, 9].map((i) => Number(m[i] ?? 0)) as [number, number, number, number, number, number, number, number];
+  if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59 || offsetHours > 23 || offsetMinutes > 59) return undefined;
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  if (day > daysInMonth) return undefined;
+  const ms = Date.parse(text);
+  return Number.isSafeInteger(ms) ? ms : undefined;
+}
 
 /** The path parameter `{dataset_id}`: the same rule as `record.feedback_dataset_id` of a write. */
 export const DatasetIdParam = DatasetId;
@@ -23,16 +39,19 @@ export interface PageCursor {
   readonly id: string;
   /** `updated_since` of the query, ms since the epoch; null without one. */
   readonly updatedSinceMs: number | null;
+  /** The dataset the page belongs to (undefined in cursors of version 1, which did not say). */
+  readonly datasetId?: string | undefined;
 }
 
-const CURSOR_VERSION = 1;
+/** Version 2 names the dataset: a cursor of one dataset is refused on another. Version 1 is still read. */
+const CURSOR_VERSION = 2;
 
 /**
  * Opaque to clients (base64url of a small JSON array), not signed: a tampered cursor only moves
  * the position inside a dataset the key may read anyway.
  */
 export function encodeCursor(cursor: PageCursor): string {
-  const json = JSON.stringify([CURSOR_VERSION, cursor.order === 'newest' ? 'n' : 'o', cursor.createdAtMs, cursor.id, cursor.updatedSinceMs]);
+  const json = JSON.stringify([CURSOR_VERSION, cursor.order === 'newest' ? 'n' : 'o', cursor.createdAtMs, cursor.id, cursor.updatedSinceMs, cursor.datasetId]);
   return Buffer.from(json, 'utf8').toString('base64url');
 }
 
@@ -44,13 +63,14 @@ export function decodeCursor(text: string): PageCursor | undefined {
   } catch {
     return undefined;
   }
-  if (!Array.isArray(parsed) || parsed.length !== 5) return undefined;
-  const [version, order, createdAtMs, id, updatedSinceMs] = parsed as unknown[];
-  if (version !== CURSOR_VERSION || (order !== 'n' && order !== 'o')) return undefined;
+  if (!Array.isArray(parsed)) return undefined;
+  const [version, order, createdAtMs, id, updatedSinceMs, datasetId] = parsed as unknown[];
+  if (!((version === 1 && parsed.length === 5) || (version === CURSOR_VERSION && parsed.length === 6 && typeof datasetId === 'string'))) return undefined;
+  if (order !== 'n' && order !== 'o') return undefined;
   if (typeof createdAtMs !== 'number' || !Number.isSafeInteger(createdAtMs)) return undefined;
   if (typeof id !== 'string' || id.length === 0 || id.length > 200) return undefined;
   if (updatedSinceMs !== null && (typeof updatedSinceMs !== 'number' || !Number.isSafeInteger(updatedSinceMs))) return undefined;
-  return { order: order === 'n' ? 'newest' : 'oldest', createdAtMs, id, updatedSinceMs };
+  return { order: order === 'n' ? 'newest' : 'oldest', createdAtMs, id, updatedSinceMs, datasetId: typeof datasetId === 'string' ? datasetId : undefined };
 }
 
 /**
@@ -67,9 +87,10 @@ export const RecordListQuery = v.pipe(
       v.pipe(
         v.string('must be an ISO 8601 time'),
         v.regex(ISO_TIME_RE, 'must be an ISO 8601 time with an offset, e.g. 2026-11-23T21:00:00Z'),
-        v.description('ISO 8601 date-time with an offset (`Z` or `±hh:mm`).'),
-        v.transform((s) => Date.parse(s)),
-        v.check((ms) => Number.isSafeInteger(ms), 'must be a valid ISO 8601 time'),
+        v.description('ISO 8601 date-time with an offset (`Z` or `±hh:mm`) that exists (no 2026-02-30, no 24:00).'),
+        v.transform(parseIsoTime),
+        v.check((ms) => ms !== undefined, 'must be a time that exists (a valid day of the month, hours 00-23, minutes and seconds 00-59)'),
+        v.transform((ms) => ms!),
       ),
     ),
     responses: v.exactOptional(
@@ -92,6 +113,9 @@ export const RecordListQuery = v.pipe(
     ['cursor'],
   ),
 );
+
+/** The query string of `GET /datasets/{dataset_id}/export`: none (an unknown parameter is a 400, as on `/records`). */
+export const ExportQuery = v.strictObject({});
 
 /** A validated listing query: defaults applied, the cursor's order and `updated_since` taken over. */
 export interface RecordListing {

@@ -151,7 +151,7 @@ export function createRecordReader(options: RecordReaderOptions): RecordReader {
         items: page.map((doc) => recordView(doc, byRecord?.get(doc._id))),
         next_cursor:
           docs.length > listing.limit && last !== undefined
-            ? encodeCursor({ order: listing.order, createdAtMs: last.created_at.getTime(), id: last._id, updatedSinceMs: listing.updatedSinceMs })
+            ? encodeCursor({ order: listing.order, createdAtMs: last.created_at.getTime(), id: last._id, updatedSinceMs: listing.updatedSinceMs, datasetId })
             : null,
       };
     },

@@ -18,7 +18,7 @@ import { createBatchingEnqueuer } from './enqueuer.js';
 import { createIdempotencyStore } from './idempotency.js';
 import { createApiMetrics } from './metrics.js';
 import { createRateLimiter } from './rate-limit.js';
-import { chainKeyVerifiers, createKeyVerifier } from './middleware/auth.js';
+import { chainKeyVerifiers, createKeyVerifier } from './key-verifier.js';
 import { createKeyStore } from './key-store.js';
 import { createDeadLetterAdmin } from '../shared/dead-letter-admin.js';
 import { createDatasetAdmin } from '../shared/dataset-admin.js';

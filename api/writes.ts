@@ -1,10 +1,9 @@
-import * as v from 'valibot';
 import { AppError } from '../shared/errors.js';
 import type { IdMinter } from '../shared/ids.js';
 import type { AcceptedBody } from '../shared/answers.js';
 import { type FeedbackRecordBody, type ResponseStatus, type Write } from '../shared/schemas.js';
-import { toDetails } from '../shared/issue-details.js';
-import { mayWriteDataset, type AuthenticatedKey } from './middleware/auth.js';
+import type { AuthenticatedKey } from './key-verifier.js';
+import { mayWriteDataset } from './scopes.js';
 
 /** A write ready to be queued, and what the caller is told once it is. */
 export interface BuiltWrite {
@@ -17,15 +16,6 @@ export interface WriteContext {
   readonly key: AuthenticatedKey;
   readonly requestId: string;
   readonly ids: IdMinter;
-}
-
-/** `input` checked against `schema`, or a 400 `validation_failed` listing every problem. */
-export function parseBody<S extends v.GenericSchema>(schema: S, input: unknown): v.InferOutput<S> {
-  const result = v.safeParse(schema, input, { abortEarly: false });
-  if (result.success) return result.output;
-  const details = toDetails(result.issues);
-  const first = details[0]!;
-  throw new AppError('validation_failed', `${first.path} ${first.message}`, { details });
 }
 
 /** 403 unless the key may write to the record's dataset. */

@@ -8,7 +8,7 @@
 // the rounds per operation.
 import { parseArgs } from 'node:util';
 import { createFeedbackTokens, looksLikeFeedbackToken } from '../api/feedback-tokens.js';
-import { createKeyVerifier } from '../api/middleware/auth.js';
+import { createKeyVerifier } from '../api/key-verifier.js';
 import { loadConfig } from '../shared/config.js';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '5' }, iterations: { type: 'string', default: '20000' } } });

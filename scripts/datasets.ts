@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
-import { DatasetDefinitionError, type DatasetAdmin } from '../shared/dataset-admin.js';
+import * as v from 'valibot';
+import { DatasetDefinitionError, DatasetListQuery, type DatasetAdmin } from '../shared/dataset-admin.js';
 import { parseCommandLine, type CliOutput } from './cli.js';
 
 const DATASETS_USAGE = `usage: npm run datasets -- <command>
@@ -13,7 +14,7 @@ async function allDefinitions(admin: DatasetAdmin) {
   const out = [];
   let cursor: string | null = null;
   do {
-    const page = await admin.list({ limit: 500, ...(cursor === null ? {} : { cursor }) });
+    const page = await admin.list(v.parse(DatasetListQuery, { limit: '500', ...(cursor === null ? {} : { cursor }) }));
     out.push(...page.items);
     cursor = page.next_cursor;
   } while (cursor !== null);

@@ -26,10 +26,34 @@ export class DatasetDefinitionError extends Error {
 export const DATASET_LIST_MAX = 500;
 const DATASET_LIST_DEFAULT = 100;
 
-/** Query of `GET /datasets`: `limit` (1–500, default 100), `cursor` (the last id of the previous page). */
+/** A page of `GET /datasets` ends after this id; the cursor is opaque (base64url of `["d", id]`). */
+function encodeDatasetCursor(lastId: string): string {
+  return Buffer.from(JSON.stringify(['d', lastId]), 'utf8').toString('base64url');
+}
+
+function decodeDatasetCursor(text: string): string | undefined {
+  if (!/^[A-Za-z0-9_-]{1,2048}$/.test(text)) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(parsed) || parsed.length !== 2 || parsed[0] !== 'd') return undefined;
+  return v.is(DatasetId, parsed[1]) ? parsed[1] : undefined;
+}
+
+/** Query of `GET /datasets`: `limit` (1–500, default 100), `cursor` (the `next_cursor` of the previous page). */
 export const DatasetListQuery = v.strictObject({
   limit: queryLimit(DATASET_LIST_MAX, DATASET_LIST_DEFAULT),
-  cursor: v.exactOptional(v.pipe(DatasetId, v.description('The `next_cursor` of the previous page.'))),
+  cursor: v.exactOptional(
+    v.pipe(
+      v.string('must be a cursor this service returned'),
+      v.description('The `next_cursor` of the previous page.'),
+      v.transform(decodeDatasetCursor),
+      v.check((id) => id !== undefined, 'is not a cursor this service returned'),
+    ),
+  ),
 });
 export type DatasetListQuery = v.InferOutput<typeof DatasetListQuery>;
 
@@ -104,6 +128,8 @@ export function createDatasetAdmin(options: { db: Db }): DatasetAdmin {
       return { definition: toDefinition(doc), created: existing === null };
     },
     async get(id) {
+      // An id that breaks the rule was never stored (put refuses it); the store is not asked.
+      if (!v.is(DatasetId, id)) return undefined;
       const doc = await col.findOne({ _id: id });
       return doc === null ? undefined : parseStored(doc) ?? toDefinition(doc);
     },
@@ -112,7 +138,7 @@ export function createDatasetAdmin(options: { db: Db }): DatasetAdmin {
       const filter = query.cursor === undefined ? {} : { _id: { $gt: query.cursor } };
       const docs = await col.find(filter).sort({ _id: 1 }).limit(limit + 1).toArray();
       const page = docs.slice(0, limit);
-      return { items: page.map(toDefinition), next_cursor: docs.length > limit ? page[page.length - 1]!._id : null };
+      return { items: page.map(toDefinition), next_cursor: docs.length > limit ? encodeDatasetCursor(page[page.length - 1]!._id) : null };
     },
     async all(allOptions = {}) {
       const docs = await col.find({}, allOptions.timeoutMs === undefined ? {} : { timeoutMS: allOptions.timeoutMs }).toArray();

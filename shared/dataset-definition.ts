@@ -1,5 +1,5 @@
 import * as v from 'valibot';
-import { DatasetId, keyNameProblem } from './schemas.js';
+import { DatasetId, displayText, keyNameProblem, optionText } from './schemas.js';
 
 /** Field types: what a value of `record.field_to_value` may be. */
 export const FIELD_TYPES = ['text', 'number', 'boolean', 'json', 'chat'] as const;
@@ -21,7 +21,7 @@ const optionList = <T extends string | number>(itemSchema: v.GenericSchema<unkno
     v.maxLength(DATASET_LIMITS.options, `must have at most ${DATASET_LIMITS.options} entries`),
     v.check((list) => distinct(list), 'must not repeat an entry'),
   );
-const optionString = v.pipe(v.string('must be a string'), v.minLength(1, 'must not be empty'), v.maxLength(DATASET_LIMITS.optionLength, `must be at most ${DATASET_LIMITS.optionLength} characters`));
+const optionString = optionText(DATASET_LIMITS.optionLength);
 const required = v.optional(v.boolean('must be true or false'), true);
 const finite = v.pipe(v.number('must be a number'), v.check((n) => Number.isFinite(n), 'must be a finite number'));
 
@@ -29,10 +29,10 @@ const Field = v.strictObject({
   name: keyName,
   type: v.picklist(FIELD_TYPES, `must be one of ${FIELD_TYPES.join(', ')}`),
   required,
-  title: v.exactOptional(v.pipe(v.string(), v.maxLength(DATASET_LIMITS.title))),
+  title: v.exactOptional(displayText(DATASET_LIMITS.title)),
 });
 
-const questionCommon = { name: keyName, required, title: v.exactOptional(v.pipe(v.string(), v.maxLength(DATASET_LIMITS.title))) };
+const questionCommon = { name: keyName, required, title: v.exactOptional(displayText(DATASET_LIMITS.title)) };
 
 const Question = v.variant('type', [
   v.strictObject({ ...questionCommon, type: v.literal('text') }),
@@ -57,8 +57,8 @@ const uniqueNames = (list: readonly { name: string }[]) => distinct(list.map((it
 export const DatasetDefinitionInput = v.pipe(
   v.strictObject({
     id: v.exactOptional(DatasetId),
-    title: v.exactOptional(v.pipe(v.string('must be a string'), v.maxLength(DATASET_LIMITS.title, `must be at most ${DATASET_LIMITS.title} characters`))),
-    description: v.exactOptional(v.pipe(v.string('must be a string'), v.maxLength(DATASET_LIMITS.description, `must be at most ${DATASET_LIMITS.description} characters`))),
+    title: v.exactOptional(displayText(DATASET_LIMITS.title)),
+    description: v.exactOptional(displayText(DATASET_LIMITS.description)),
     fields: v.pipe(
       v.array(Field, 'must be a list'),
       v.minLength(1, 'must define at least one field'),

@@ -183,7 +183,39 @@ const requiredString = (max: number) =>
     v.check(isWellFormedText, 'must not contain unpaired surrogates (\\ud800-\\udfff)'),
   );
 
-export const DatasetId = requiredString(256);
+/** C0 and C1 control characters and DEL: never part of a name (a NUL is refused by some stores). */
+// eslint-disable-next-line no-control-regex -- the point of this one is to find them
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
+export const DATASET_ID_RULE =
+  '1 to 256 characters, no control characters (U+0000-U+001F, U+007F-U+009F) or unpaired surrogates, not starting with $, not __proto__, constructor or prototype';
+
+/**
+ * A dataset id: a name that is safe as a MongoDB value, a map key and a path segment. Checked
+ * before any store is asked, so that a bad id is a 400, never the store's 500.
+ */
+export const DatasetId = v.pipe(
+  requiredString(256),
+  v.check((s) => !CONTROL_CHARACTER.test(s), 'must not contain control characters (U+0000-U+001F, U+007F-U+009F)'),
+  v.check((s) => !s.startsWith('$'), 'must not start with $'),
+  v.check((s) => !FORBIDDEN_KEYS.has(s), 'must not be __proto__, constructor or prototype'),
+  v.description(`The dataset id: ${DATASET_ID_RULE}.`),
+);
+
+/** Text shown to people (a title, a description): no NUL and no unpaired surrogates, at most `max` characters. */
+export const displayText = (max: number) =>
+  v.pipe(
+    v.string('must be a string'),
+    v.maxLength(max, `must be at most ${max} characters`),
+    v.check((s) => !s.includes('\0'), 'must not contain NUL (U+0000)'),
+    v.check(isWellFormedText, 'must not contain unpaired surrogates (\\ud800-\\udfff)'),
+  );
+
+/** A name chosen from a list (a label option): like a dataset id, without control characters. */
+export const optionText = (max: number) =>
+  v.pipe(
+    requiredString(max),
+    v.check((s) => !CONTROL_CHARACTER.test(s), 'must not contain control characters (U+0000-U+001F, U+007F-U+009F)'),
+  );
 const UserId = requiredString(256);
 const RecordId = requiredString(200);
 const ExternalId = requiredString(1024);
@@ -302,8 +334,10 @@ const writeCommon = {
   record_id: RecordId,
   response_id: v.pipe(v.string(), v.minLength(1), v.maxLength(200)),
   /**
-   * Acceptance order, set only when a write is re-queued (dead-letter retry) so that it keeps
-   * its place; otherwise the worker derives it from the job id Redis assigned.
+   * Acceptance order: set by the API on every write (shared/order-clock.ts), kept when a dead
+   * letter is re-queued so that the write keeps its place. The worker stores a response version
+   * only over an older `seq`. Absent only in jobs of releases before it, whose order the worker
+   * derives from the job id Redis assigned.
    */
   seq: v.exactOptional(v.pipe(v.number(), v.safeInteger(), v.minValue(0))),
 };

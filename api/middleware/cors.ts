@@ -1,5 +1,5 @@
 import cors from '@koa/cors';
-import type { Middleware } from 'koa';
+import type { ApiMiddleware } from '../state.js';
 
 /** Request headers a browser page may send (asked for in the preflight). */
 const ALLOW_HEADERS = ['Authorization', 'Content-Type', 'Idempotency-Key', 'X-Request-Id'];
@@ -17,7 +17,7 @@ const PREFLIGHT_MAX_AGE_SECONDS = 600;
  * `keepHeadersOnError` copies them onto an error thrown below, and placed outside the error
  * handler they also stay on the errors it renders afresh (500 `internal_error`).
  */
-export function browserCors(options: { origins: readonly string[]; paths: readonly string[]; methods: readonly string[] }): Middleware {
+export function browserCors(options: { origins: readonly string[]; paths: readonly string[]; methods: readonly string[] }): ApiMiddleware {
   const origins = new Set(options.origins);
   const paths = new Set(options.paths);
   const handle = cors({

@@ -1,10 +1,10 @@
-import type { Middleware } from 'koa';
+import type { ApiMiddleware } from '../state.js';
 import { AppError, isAppError } from '../../shared/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import type { ApiMetrics } from '../metrics.js';
 
 /** Renders every error as `{"error": {code, message, details}}`; nothing else reaches Koa. */
-export function errorHandler(options: { logger: Logger; metrics: ApiMetrics }): Middleware {
+export function errorHandler(options: { logger: Logger; metrics: ApiMetrics }): ApiMiddleware {
   return async (ctx, next) => {
     try {
       await next();
@@ -12,7 +12,7 @@ export function errorHandler(options: { logger: Logger; metrics: ApiMetrics }): 
       let err: AppError;
       if (isAppError(caught)) err = caught;
       else {
-        const log = (ctx.state['log'] as Logger | undefined) ?? options.logger;
+        const log = ctx.state.log ?? options.logger;
         log.error({ err: caught }, 'unhandled error');
         err = new AppError('internal_error', 'internal error; the request was not accepted');
       }

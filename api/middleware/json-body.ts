@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import { createGunzip, createInflate } from 'node:zlib';
 import getRawBody from 'raw-body';
-import type { Context, Middleware } from 'koa';
+import type { ApiContext, ApiMiddleware } from '../state.js';
 import { AppError } from '../../shared/errors.js';
 
 const JSON_TYPES = ['application/json', 'application/*+json'];
@@ -56,7 +56,7 @@ function discardRest(req: IncomingMessage, maxBytes: number): Promise<void> {
 }
 
 /** Reads the whole body into one Buffer (raw-body: the limit, Content-Length checks, aborted requests). */
-async function readBody(ctx: Context, limitBytes: number): Promise<Buffer> {
+async function readBody(ctx: ApiContext, limitBytes: number): Promise<Buffer> {
   const stream = decodedStream(ctx.req);
   const length = ctx.req.headers['content-length'];
   try {
@@ -79,12 +79,12 @@ async function readBody(ctx: Context, limitBytes: number): Promise<Buffer> {
 /**
  * 415 for a Content-Type that is not JSON; a missing Content-Type is read as JSON (chatbot
  * integrations often omit it). Then the body is read with the size limit, decoded as strict UTF-8
- * and parsed into `ctx.state['body']` (its size, bytes after any inflation, in
- * `ctx.state['bodyBytes']`). An empty body is not JSON: 400 invalid_json. Non-object JSON ("x", 3, []) parses and then fails validation as "must be a JSON object"; "__proto__" keys
+ * and parsed into `ctx.state.body` (its size, bytes after any inflation, in
+ * `ctx.state.bodyBytes`). An empty body is not JSON: 400 invalid_json. Non-object JSON ("x", 3, []) parses and then fails validation as "must be a JSON object"; "__proto__" keys
  * stay own properties (JSON.parse), reported by validation with their path.
  */
-export function jsonBody(options: { limitBytes: number }): Middleware[] {
-  const checkType: Middleware = async (ctx, next) => {
+export function jsonBody(options: { limitBytes: number }): ApiMiddleware[] {
+  const checkType: ApiMiddleware = async (ctx, next) => {
     const type = ctx.get('Content-Type');
     // What nearly every client sends needs no parsing; anything else is parsed (type-is, content-type).
     if (type !== 'application/json' && type !== 'application/json; charset=utf-8' && type.trim() !== '') {
@@ -99,9 +99,9 @@ export function jsonBody(options: { limitBytes: number }): Middleware[] {
     }
     await next();
   };
-  const parse: Middleware = async (ctx, next) => {
+  const parse: ApiMiddleware = async (ctx, next) => {
     const bytes = await readBody(ctx, options.limitBytes);
-    ctx.state['bodyBytes'] = bytes.length;
+    ctx.state.bodyBytes = bytes.length;
     let text: string;
     try {
       text = utf8.decode(bytes);
@@ -110,7 +110,7 @@ export function jsonBody(options: { limitBytes: number }): Middleware[] {
     }
     if (text.trim() === '') throw new AppError('invalid_json', 'the body is empty; send a JSON object');
     try {
-      ctx.state['body'] = JSON.parse(text) as unknown;
+      ctx.state.body = JSON.parse(text) as unknown;
     } catch {
       throw new AppError('invalid_json', 'the body is not valid JSON');
     }

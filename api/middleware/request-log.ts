@@ -1,4 +1,4 @@
-import type { Middleware } from 'koa';
+import type { ApiMiddleware } from '../state.js';
 import type { Logger } from '../../shared/logger.js';
 import type { ApiMetrics } from '../metrics.js';
 
@@ -17,7 +17,7 @@ class RequestState {
 }
 
 /**
- * One log line and the HTTP metrics per request, after everything below it ran. `ctx.state['log']`
+ * One log line and the HTTP metrics per request, after everything below it ran. `ctx.state.log`
  * is the request's child logger (with its `request_id`), made on first use: most requests log
  * nothing but the request line.
  *
@@ -25,12 +25,12 @@ class RequestState {
  * key's name, the error code), never a header, secret or body, so it is written by a child that
  * skips the redaction pass; every other line keeps the root logger's redaction.
  */
-export function requestLog(options: { logger: Logger; metrics: ApiMetrics }): Middleware {
+export function requestLog(options: { logger: Logger; metrics: ApiMetrics }): ApiMiddleware {
   const { logger, metrics } = options;
   const lines = logger.child({}, { redact: [] });
   return async (ctx, next) => {
     const started = process.hrtime.bigint();
-    const requestId = ctx.state['requestId'] as string;
+    const requestId = ctx.state.requestId;
     ctx.state = Object.assign(new RequestState(logger, requestId), ctx.state);
     try {
       await next();
@@ -42,7 +42,7 @@ export function requestLog(options: { logger: Logger; metrics: ApiMetrics }): Mi
       metrics.httpRequests.inc({ route: routeLabel, method: ctx.method, status: String(status) });
       metrics.httpSeconds.observe({ route: routeLabel, method: ctx.method }, seconds);
       if (lines.isLevelEnabled('info')) {
-        const apiKey = (ctx.state['apiKey'] as { name: string } | undefined)?.name;
+        const apiKey = ctx.state.apiKey?.name;
         const errorCode = (ctx.body as { error?: { code?: string } } | undefined)?.error?.code;
         lines.info({ request_id: requestId, method: ctx.method, path: ctx.path, status, ms: Math.round(seconds * 1e4) / 10, api_key: apiKey, error: errorCode }, 'request');
       }

@@ -1,11 +1,12 @@
-import type { Context } from 'koa';
+import type { ApiContext } from '../state.js';
 import { BATCH_ITEM_CODES, type BatchBody, type BatchItemCode, type BatchItemResult } from '../../shared/answers.js';
 import { AppError, isAppError } from '../../shared/errors.js';
 import { batchItemKind, BatchResponseToNewRecord, FeedbackRecordBody, feedbackBatchBody, FeedbackResponseBody } from '../../shared/schemas.js';
 import type { DatasetGate } from '../dataset-gate.js';
 import type { EnqueueReceipt } from '../enqueuer.js';
 import { idempotentCall, readIdempotencyKey } from '../idempotent-call.js';
-import { buildRecordWrite, buildResponseWrite, checkRecordScope, checkResponseTarget, parseBody, type BuiltWrite, type WriteContext } from '../writes.js';
+import { buildRecordWrite, buildResponseWrite, checkRecordScope, checkResponseTarget, type BuiltWrite, type WriteContext } from '../writes.js';
+import { parseBody } from '../parse-input.js';
 import { refuseWhenOverloaded, writeContext, type FeedbackRouteDeps } from './feedback.js';
 
 export const FEEDBACK_BATCH_PATH = '/feedback-batch';
@@ -71,12 +72,12 @@ async function buildItem(wc: WriteContext, datasets: DatasetGate, item: unknown,
  */
 export function postFeedbackBatch(deps: FeedbackRouteDeps & { readonly maxItems: number }) {
   const envelope = feedbackBatchBody(deps.maxItems);
-  return async (ctx: Context): Promise<void> => {
-    const { items } = parseBody(envelope, ctx.state['body']);
+  return async (ctx: ApiContext): Promise<void> => {
+    const { items } = parseBody(envelope, ctx.state.body);
     const idemKey = readIdempotencyKey(ctx);
     refuseWhenOverloaded(deps);
     const wc = writeContext(ctx, deps.ids);
-    const answer = await idempotentCall(ctx, deps, { endpoint: 'feedback-batch', body: ctx.state['body'], idemKey }, async (seed): Promise<BatchBody> => {
+    const answer = await idempotentCall(ctx, deps, { endpoint: 'feedback-batch', body: ctx.state.body, idemKey }, async (seed): Promise<BatchBody> => {
       const results: BatchItemResult[] = [];
       const recordIds = new Map<number, string>();
       const queued: Promise<EnqueueReceipt>[] = [];

@@ -1,12 +1,12 @@
-import type { Context } from 'koa';
+import { authenticatedKey, type ApiParamsContext, type ApiContext } from '../state.js';
 import * as v from 'valibot';
 import { DatasetDefinitionError, DatasetListQuery, type DatasetAdmin } from '../../shared/dataset-admin.js';
+import { DatasetId } from '../../shared/schemas.js';
 import { AppError } from '../../shared/errors.js';
-import type { Logger } from '../../shared/logger.js';
-import { toDetails } from '../../shared/issue-details.js';
+import { parseQuery } from '../parse-input.js';
 import { datasetJsonSchemas } from '../dataset-json-schema.js';
 import type { DatasetRegistry } from '../dataset-store.js';
-import { mayWriteDataset, type AuthenticatedKey } from '../middleware/auth.js';
+import { mayWriteDataset } from '../scopes.js';
 
 /** Where the dataset endpoints live. */
 export const DATASETS_PATH = '/datasets';
@@ -28,7 +28,15 @@ export const DatasetSchemas = v.object({
 });
 type DatasetSchemas = v.InferOutput<typeof DatasetSchemas>;
 
-type WithId = Context & { params: Record<string, string> };
+type WithId = ApiParamsContext;
+
+/** The `{id}` of the path, checked before any store is asked (a NUL would be the store's 500). */
+function datasetIdParam(ctx: WithId): string {
+  const id = ctx.params['id'] ?? '';
+  const parsed = v.safeParse(DatasetId, id);
+  if (!parsed.success) throw new AppError('validation_failed', `path.id ${parsed.issues[0].message}`, { details: [{ path: 'path.id', message: parsed.issues[0].message }] });
+  return id;
+}
 
 function notFound(id: string): AppError {
   return new AppError('dataset_not_found', `the dataset ${JSON.stringify(id)} has no definition`);
@@ -40,13 +48,13 @@ export function putDataset(deps: DatasetRouteDeps) {
     const id = ctx.params['id']!;
     let outcome;
     try {
-      outcome = await deps.admin.put(id, ctx.state['body']);
+      outcome = await deps.admin.put(id, ctx.state.body);
     } catch (err) {
       if (!(err instanceof DatasetDefinitionError)) throw err;
       throw new AppError('validation_failed', err.message, { details: err.details });
     }
     await deps.reload();
-    (ctx.state['log'] as Logger | undefined)?.info({ dataset_id: id, created: outcome.created, updated_at: outcome.definition.updated_at }, 'dataset definition stored');
+    ctx.state.log?.info({ dataset_id: id, created: outcome.created, updated_at: outcome.definition.updated_at }, 'dataset definition stored');
     ctx.status = outcome.created ? 201 : 200;
     ctx.body = outcome.definition;
   };
@@ -55,7 +63,7 @@ export function putDataset(deps: DatasetRouteDeps) {
 /** `GET /datasets/:id` (admin): the stored definition. */
 export function getDataset(deps: DatasetRouteDeps) {
   return async (ctx: WithId): Promise<void> => {
-    const id = ctx.params['id']!;
+    const id = datasetIdParam(ctx);
     const definition = await deps.admin.get(id);
     if (definition === undefined) throw notFound(id);
     ctx.body = definition;
@@ -64,15 +72,9 @@ export function getDataset(deps: DatasetRouteDeps) {
 
 /** `GET /datasets?limit=&cursor=` (admin): definitions ordered by id. */
 export function listDatasets(deps: DatasetRouteDeps) {
-  return async (ctx: Context): Promise<void> => {
-    const query: Record<string, unknown> = {};
-    for (const [name, value] of Object.entries(ctx.query)) query[name] = value;
-    const parsed = v.safeParse(DatasetListQuery, query, { abortEarly: false });
-    if (!parsed.success) {
-      const details = toDetails(parsed.issues).map((d) => ({ path: `query.${d.path}`, message: d.message }));
-      throw new AppError('validation_failed', `${details[0]!.path} ${details[0]!.message}`, { details });
-    }
-    ctx.body = await deps.admin.list(parsed.output);
+  return async (ctx: ApiContext): Promise<void> => {
+    const query = parseQuery(DatasetListQuery, ctx.query);
+    ctx.body = await deps.admin.list(query);
   };
 }
 
@@ -83,7 +85,7 @@ export function listDatasets(deps: DatasetRouteDeps) {
 export function getDatasetSchema(deps: DatasetRouteDeps) {
   return (ctx: WithId): void => {
     const id = ctx.params['id']!;
-    const key = ctx.state['apiKey'] as AuthenticatedKey;
+    const key = authenticatedKey(ctx);
     if (!mayWriteDataset(key, id)) throw new AppError('forbidden', `this API key may not write to the dataset ${JSON.stringify(id)}`);
     const dataset = deps.registry.byId(id);
     if (dataset === undefined) throw notFound(id);

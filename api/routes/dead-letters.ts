@@ -1,9 +1,8 @@
-import type { Context } from 'koa';
+import type { ApiParamsContext, ApiContext } from '../state.js';
 import * as v from 'valibot';
 import { DeadLetterListQuery, DeadLetterQueueError, type DeadLetterAdmin } from '../../shared/dead-letter-admin.js';
 import { AppError } from '../../shared/errors.js';
-import type { Logger } from '../../shared/logger.js';
-import { toDetails } from '../../shared/issue-details.js';
+import { parseQuery } from '../parse-input.js';
 
 /** Where the dead-letter endpoints live; behind `authenticate` and `requireAdmin`. */
 export const DEAD_LETTERS_PATH = '/admin/dead-letters';
@@ -23,21 +22,15 @@ function notFound(id: string): AppError {
 
 /** `GET /admin/dead-letters?reason=&limit=&cursor=`: newest first. */
 export function listDeadLetters(deps: DeadLetterRouteDeps) {
-  return async (ctx: Context): Promise<void> => {
-    const query: Record<string, unknown> = {};
-    for (const [name, value] of Object.entries(ctx.query)) query[name] = value;
-    const parsed = v.safeParse(DeadLetterListQuery, query, { abortEarly: false });
-    if (!parsed.success) {
-      const details = toDetails(parsed.issues).map((d) => ({ path: `query.${d.path}`, message: d.message }));
-      throw new AppError('validation_failed', `${details[0]!.path} ${details[0]!.message}`, { details });
-    }
-    ctx.body = await deps.deadLetters.list(parsed.output);
+  return async (ctx: ApiContext): Promise<void> => {
+    const query = parseQuery(DeadLetterListQuery, ctx.query);
+    ctx.body = await deps.deadLetters.list(query);
   };
 }
 
 /** `GET /admin/dead-letters/:id`: one dead letter with its payload. */
 export function getDeadLetter(deps: DeadLetterRouteDeps) {
-  return async (ctx: Context & { params: Record<string, string> }): Promise<void> => {
+  return async (ctx: ApiParamsContext): Promise<void> => {
     const id = ctx.params['id']!;
     const letter = await deps.deadLetters.get(id);
     if (letter === undefined) throw notFound(id);
@@ -47,7 +40,7 @@ export function getDeadLetter(deps: DeadLetterRouteDeps) {
 
 /** `POST /admin/dead-letters/:id/retry`: queue the write again, then drop the dead letter. */
 export function retryDeadLetter(deps: DeadLetterRouteDeps) {
-  return async (ctx: Context & { params: Record<string, string> }): Promise<void> => {
+  return async (ctx: ApiParamsContext): Promise<void> => {
     const id = ctx.params['id']!;
     let outcome;
     try {
@@ -58,17 +51,17 @@ export function retryDeadLetter(deps: DeadLetterRouteDeps) {
     }
     if (outcome.outcome === 'not_found') throw notFound(id);
     if (outcome.outcome === 'not_retryable') throw new AppError('dead_letter_not_retryable', outcome.error);
-    (ctx.state['log'] as Logger | undefined)?.info({ dead_letter_id: id, job_id: outcome.job_id, seq: outcome.seq }, 'dead letter re-queued');
+    ctx.state.log?.info({ dead_letter_id: id, job_id: outcome.job_id, seq: outcome.seq }, 'dead letter re-queued');
     ctx.body = outcome;
   };
 }
 
 /** `DELETE /admin/dead-letters/:id`: purge one. */
 export function deleteDeadLetter(deps: DeadLetterRouteDeps) {
-  return async (ctx: Context & { params: Record<string, string> }): Promise<void> => {
+  return async (ctx: ApiParamsContext): Promise<void> => {
     const id = ctx.params['id']!;
     if (!(await deps.deadLetters.purge(id))) throw notFound(id);
-    (ctx.state['log'] as Logger | undefined)?.info({ dead_letter_id: id }, 'dead letter purged');
+    ctx.state.log?.info({ dead_letter_id: id }, 'dead letter purged');
     ctx.body = { id, purged: true } satisfies DeadLetterPurged;
   };
 }

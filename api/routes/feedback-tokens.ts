@@ -1,11 +1,11 @@
-import type { Context } from 'koa';
+import { authenticatedKey, type ApiContext } from '../state.js';
 import * as v from 'valibot';
 import { AppError } from '../../shared/errors.js';
 import type { IdMinter } from '../../shared/ids.js';
 import { FeedbackTokenBody } from '../../shared/schemas.js';
 import type { FeedbackTokens } from '../feedback-tokens.js';
-import type { AuthenticatedKey } from '../middleware/auth.js';
-import { checkResponseTarget, parseBody } from '../writes.js';
+import { checkResponseTarget } from '../writes.js';
+import { parseBody } from '../parse-input.js';
 
 export const FEEDBACK_TOKENS_PATH = '/feedback-tokens';
 
@@ -33,13 +33,13 @@ interface FeedbackTokenRouteDeps {
  * chatbot asks for one per conversation turn and hands it to its page.
  */
 export function postFeedbackToken(deps: FeedbackTokenRouteDeps) {
-  return async (ctx: Context): Promise<void> => {
-    const body = parseBody(FeedbackTokenBody, ctx.state['body']);
+  return async (ctx: ApiContext): Promise<void> => {
+    const body = parseBody(FeedbackTokenBody, ctx.state.body);
     if (body.expires_in_seconds !== undefined && body.expires_in_seconds > deps.maxTtlSeconds) {
       const message = `must be at most ${deps.maxTtlSeconds} (FEEDBACK_TOKEN_MAX_TTL_SECONDS)`;
       throw new AppError('validation_failed', `expires_in_seconds ${message}`, { details: [{ path: 'expires_in_seconds', message }] });
     }
-    const key = ctx.state['apiKey'] as AuthenticatedKey;
+    const key = authenticatedKey(ctx);
     checkResponseTarget({ key, ids: deps.ids }, body.feedback_record_id);
     const questions = body.questions === undefined ? null : [...new Set(body.questions)];
     const scope = {

@@ -1,16 +1,16 @@
-import type { Context } from 'koa';
+import { authenticatedKey, type ApiContext } from '../state.js';
+import type { Logger } from '../../shared/logger.js';
 import { AppError } from '../../shared/errors.js';
 import type { IdMinter } from '../../shared/ids.js';
-import type { Logger } from '../../shared/logger.js';
 import { FeedbackRecordBody, FeedbackResponseBody } from '../../shared/schemas.js';
 import type { BacklogMonitor } from '../backlog.js';
 import type { DatasetGate } from '../dataset-gate.js';
-import type { Enqueuer } from '../enqueuer.js';
+import { overloadedRetryAfterSeconds, type Enqueuer } from '../enqueuer.js';
 import type { IdempotencyStore } from '../idempotency.js';
 import { bodyBytes, idempotentCall, readIdempotencyKey } from '../idempotent-call.js';
 import type { FeedbackTokenScope } from '../feedback-tokens.js';
-import { feedbackTokenOf, type AuthenticatedKey } from '../middleware/auth.js';
-import { buildRecordWrite, buildResponseWrite, checkRecordScope, checkResponseTarget, parseBody, type BuiltWrite, type WriteContext } from '../writes.js';
+import { buildRecordWrite, buildResponseWrite, checkRecordScope, checkResponseTarget, type BuiltWrite, type WriteContext } from '../writes.js';
+import { parseBody } from '../parse-input.js';
 
 export interface FeedbackRouteDeps {
   /** The root logger: tells whether debug lines are on without making the request's child logger. */
@@ -28,33 +28,33 @@ export interface FeedbackRouteDeps {
 export function refuseWhenOverloaded(deps: Pick<FeedbackRouteDeps, 'backlog' | 'retryAfterSeconds'>): void {
   if (deps.backlog.state().overloaded) {
     throw new AppError('overloaded', 'the backlog is above its ceiling; retry later', {
-      headers: { 'Retry-After': String(deps.retryAfterSeconds * 5) },
+      headers: { 'Retry-After': String(overloadedRetryAfterSeconds(deps.retryAfterSeconds)) },
     });
   }
 }
 
-export function writeContext(ctx: Context, ids: IdMinter): WriteContext {
-  return { key: ctx.state['apiKey'] as AuthenticatedKey, requestId: ctx.state['requestId'] as string, ids };
+export function writeContext(ctx: ApiContext, ids: IdMinter): WriteContext {
+  return { key: authenticatedKey(ctx), requestId: ctx.state.requestId, ids };
 }
 
 /**
  * What both single-write endpoints share: the backlog ceiling, the idempotency protocol,
  * enqueueing, the 200. `build` mints the write from the seed of an idempotent call.
  */
-async function accept(ctx: Context, deps: FeedbackRouteDeps, endpoint: string, build: (seed: string | undefined) => BuiltWrite): Promise<void> {
+async function accept(ctx: ApiContext, deps: FeedbackRouteDeps, endpoint: string, build: (seed: string | undefined) => BuiltWrite): Promise<void> {
   const idemKey = readIdempotencyKey(ctx);
   refuseWhenOverloaded(deps);
-  ctx.body = await idempotentCall(ctx, deps, { endpoint, body: ctx.state['body'], idemKey }, async (seed) => {
+  ctx.body = await idempotentCall(ctx, deps, { endpoint, body: ctx.state.body, idemKey }, async (seed) => {
     const { write, answer } = build(seed);
     const receipt = await deps.enqueuer.enqueue(write, bodyBytes(ctx));
-    if (deps.logger.isLevelEnabled('debug')) (ctx.state['log'] as Logger).debug({ job_id: receipt.jobId, index: receipt.index, seq: receipt.seq, record_id: answer.feedback_record_id }, 'write queued');
+    if (deps.logger.isLevelEnabled('debug')) ctx.state.log.debug({ job_id: receipt.jobId, index: receipt.index, seq: receipt.seq, record_id: answer.feedback_record_id }, 'write queued');
     return answer;
   });
 }
 
 export function postFeedbackRecord(deps: FeedbackRouteDeps) {
-  return async (ctx: Context): Promise<void> => {
-    const body = parseBody(FeedbackRecordBody, ctx.state['body']);
+  return async (ctx: ApiContext): Promise<void> => {
+    const body = parseBody(FeedbackRecordBody, ctx.state.body);
     const wc = writeContext(ctx, deps.ids);
     checkRecordScope(wc.key, body);
     deps.datasets.checkRecordWrite(body.record.feedback_dataset_id, body.record.field_to_value, body.response);
@@ -80,10 +80,10 @@ function checkTokenScope(token: FeedbackTokenScope, body: FeedbackResponseBody):
 }
 
 export function postFeedbackResponse(deps: FeedbackRouteDeps) {
-  return async (ctx: Context): Promise<void> => {
-    const body = parseBody(FeedbackResponseBody, ctx.state['body']);
+  return async (ctx: ApiContext): Promise<void> => {
+    const body = parseBody(FeedbackResponseBody, ctx.state.body);
     const wc = writeContext(ctx, deps.ids);
-    const token = feedbackTokenOf(ctx.state);
+    const token = ctx.state.feedbackToken;
     // A token's record was checked against its minting key's datasets when it was minted.
     if (token === undefined) checkResponseTarget(wc, body.feedback_record_id);
     else checkTokenScope(token, body);

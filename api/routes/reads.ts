@@ -1,12 +1,13 @@
 import { Readable } from 'node:stream';
-import type { Context, Middleware } from 'koa';
+import { authenticatedKey, type ApiParamsContext, type ApiContext, type ApiMiddleware } from '../state.js';
 import { MongoNetworkError, MongoServerSelectionError } from 'mongodb';
 import * as v from 'valibot';
 import { AppError } from '../../shared/errors.js';
 import type { IdMinter } from '../../shared/ids.js';
-import { toDetails } from '../../shared/issue-details.js';
-import { mayReadDataset, type AuthenticatedKey } from '../middleware/auth.js';
-import { DatasetIdParam, RecordListQuery, toListing } from '../read-query.js';
+import { parseQuery } from '../parse-input.js';
+import type { AuthenticatedKey } from '../key-verifier.js';
+import { mayReadDataset } from '../scopes.js';
+import { DatasetIdParam, ExportQuery, RecordListQuery, toListing } from '../read-query.js';
 import { TooManyUpdatedRecordsError, type RecordReader } from '../reads.js';
 
 interface ReadRouteDeps {
@@ -15,16 +16,16 @@ interface ReadRouteDeps {
   readonly retryAfterSeconds: number;
 }
 
-type ParamsContext = Context & { params: Record<string, string> };
+type ParamsContext = ApiParamsContext;
 
-function apiKey(ctx: Context): AuthenticatedKey {
-  return ctx.state['apiKey'] as AuthenticatedKey;
+function apiKey(ctx: ApiContext): AuthenticatedKey {
+  return authenticatedKey(ctx);
 }
 
 /** Lets through keys that may read (read or admin scope); 403 `forbidden` otherwise. After `authenticate`. */
-export function requireRead(): Middleware {
+export function requireRead(): ApiMiddleware {
   return async (ctx, next) => {
-    const key = ctx.state['apiKey'] as AuthenticatedKey | undefined;
+    const key = authenticatedKey(ctx);
     if (key === undefined || !(key.read || key.admin)) throw new AppError('forbidden', 'this API key has no read scope (npm run keys -- create --read, or READ_API_KEY_NAMES)');
     await next();
   };
@@ -87,15 +88,11 @@ export function getFeedbackRecord(deps: ReadRouteDeps) {
 export function listDatasetRecords(deps: ReadRouteDeps) {
   return async (ctx: ParamsContext): Promise<void> => {
     const datasetId = readableDataset(ctx);
-    const query: Record<string, unknown> = {};
-    for (const [name, value] of Object.entries(ctx.query)) query[name] = value;
-    const parsed = v.safeParse(RecordListQuery, query, { abortEarly: false });
-    if (!parsed.success) {
-      const details = toDetails(parsed.issues).map((d) => ({ path: `query.${d.path}`, message: d.message }));
-      throw new AppError('validation_failed', `${details[0]!.path} ${details[0]!.message}`, { details });
-    }
+    const query = parseQuery(RecordListQuery, ctx.query);
+    const cursorDataset = query.cursor?.datasetId;
+    if (cursorDataset !== undefined && cursorDataset !== datasetId) throw invalid('query.cursor', 'belongs to another dataset than this query');
     try {
-      ctx.body = await fromStore(deps, () => deps.reader.listRecords(datasetId, toListing(parsed.output)));
+      ctx.body = await fromStore(deps, () => deps.reader.listRecords(datasetId, toListing(query)));
     } catch (err) {
       if (err instanceof TooManyUpdatedRecordsError) {
         throw invalid('query.updated_since', `is too far back: ${err.message} (at most ${err.max}); choose a later time, or page without updated_since or export the dataset`);
@@ -114,6 +111,7 @@ export function listDatasetRecords(deps: ReadRouteDeps) {
 export function exportDataset(deps: ReadRouteDeps) {
   return async (ctx: ParamsContext): Promise<void> => {
     const datasetId = readableDataset(ctx);
+    parseQuery(ExportQuery, ctx.query);
     const lines = deps.reader.exportDataset(datasetId);
     // The first line is read before answering, so that MongoDB down is a 503, not a 200 cut short.
     const first = await fromStore(deps, () => lines.next());

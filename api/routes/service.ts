@@ -1,4 +1,4 @@
-import type { Context } from 'koa';
+import type { ApiContext } from '../state.js';
 import * as v from 'valibot';
 import type { BacklogMonitor } from '../backlog.js';
 import type { ApiMetrics } from '../metrics.js';
@@ -16,14 +16,14 @@ export const ReadinessBody = v.object({
 type ReadinessBody = v.InferOutput<typeof ReadinessBody>;
 
 export function getHealthz() {
-  return (ctx: Context): void => {
+  return (ctx: ApiContext): void => {
     ctx.body = { status: 'ok' } satisfies HealthBody;
   };
 }
 
 /** Ready when Redis answers now and the backlog is under the ceiling. */
 export function getReadyz(backlog: BacklogMonitor) {
-  return async (ctx: Context): Promise<void> => {
+  return async (ctx: ApiContext): Promise<void> => {
     const state = await backlog.refresh();
     const ready = state.redisReachable && !state.overloaded;
     ctx.status = ready ? 200 : 503;
@@ -32,7 +32,7 @@ export function getReadyz(backlog: BacklogMonitor) {
 }
 
 export function getMetrics(metrics: ApiMetrics) {
-  return async (ctx: Context): Promise<void> => {
+  return async (ctx: ApiContext): Promise<void> => {
     ctx.type = metrics.registry.contentType;
     ctx.body = await metrics.registry.metrics();
   };

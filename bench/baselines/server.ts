@@ -18,7 +18,7 @@ import type * as EnqueuerModule from '../../api/enqueuer.js';
 import type * as IdempotencyModule from '../../api/idempotency.js';
 import type * as BacklogModule from '../../api/backlog.js';
 import type * as MetricsModule from '../../api/metrics.js';
-import type * as AuthModule from '../../api/middleware/auth.js';
+import type * as AuthModule from '../../api/key-verifier.js';
 import type * as ConfigModule from '../../shared/config.js';
 import type * as ErrorsModule from '../../shared/errors.js';
 import type * as IdsModule from '../../shared/ids.js';
@@ -35,7 +35,7 @@ const [{ createApp }, { createApiMetrics }, { createKeyVerifier }, { loadConfig 
   await Promise.all([
     dist<typeof AppModule>('api/app.js'),
     dist<typeof MetricsModule>('api/metrics.js'),
-    dist<typeof AuthModule>('api/middleware/auth.js'),
+    dist<typeof AuthModule>('api/key-verifier.js'),
     dist<typeof ConfigModule>('shared/config.js'),
     dist<typeof ErrorsModule>('shared/errors.js'),
     dist<typeof IdsModule>('shared/ids.js'),

@@ -74,6 +74,15 @@ function stringField(v: unknown, min: number, max: number, path: string, out: st
   else if (!stringIsStorable(v)) out.push(`${path}: not well-formed Unicode`);
 }
 
+/** The dataset id rule, written independently of shared/schemas.ts: also no control characters, no leading $, not a prototype name. */
+function datasetIdField(v: unknown, path: string, out: string[]): void {
+  stringField(v, 1, 256, path, out);
+  if (typeof v !== 'string') return;
+  if ([...v].some((c) => c.charCodeAt(0) <= 0x1f || (c.charCodeAt(0) >= 0x7f && c.charCodeAt(0) <= 0x9f))) out.push(`${path}: control character`);
+  if (v.startsWith('$')) out.push(`${path}: starts with $`);
+  if (['__proto__', 'constructor', 'prototype'].includes(v)) out.push(`${path}: prototype name`);
+}
+
 function onlyKeys(o: Record<string, unknown>, allowed: readonly string[], path: string, out: string[]): void {
   for (const k of Object.keys(o)) if (!allowed.includes(k)) out.push(`${path}: unknown property ${JSON.stringify(k)}`);
 }
@@ -105,7 +114,7 @@ export function recordBodyProblems(body: unknown): string[] {
   if (!isPlainObject(rec)) out.push('record: not an object');
   else {
     onlyKeys(rec, ['feedback_dataset_id', 'field_to_value', 'external_id', 'metadata'], 'record', out);
-    stringField(rec['feedback_dataset_id'], 1, 256, 'record.feedback_dataset_id', out);
+    datasetIdField(rec['feedback_dataset_id'], 'record.feedback_dataset_id', out);
     const ftv = rec['field_to_value'];
     if (!isPlainObject(ftv) || Object.keys(ftv).length === 0) out.push('record.field_to_value: not a non-empty object');
     else freeFormProblems(ftv, 'record.field_to_value', out);

@@ -101,6 +101,44 @@ describe('datasets (HTTP, open mode)', () => {
     expect(detailsOf(await admin('GET', '/datasets?limit=0'))[0]!.path).to.equal('query.limit');
   });
 
+  it('ids and texts a store would refuse are 400 before it is asked; GET /datasets refuses a cursor it did not return', async () => {
+    const minimal = { fields: [{ name: 'text', type: 'text' }], questions: [{ name: 'color', type: 'label', options: ['red', 'blue'] }] };
+    for (const path of ['/datasets/a%00b', '/datasets/a%0Ab', '/datasets/%24bad', '/datasets/__proto__']) {
+      const put = await admin('PUT', path, minimal);
+      expect(put.status, `PUT ${path}: ${put.text}`).to.equal(400);
+      const get = await admin('GET', path);
+      expect(get.status, `GET ${path}: ${get.text}`).to.equal(400);
+      expect(get.body.error.code).to.equal('validation_failed');
+    }
+    const nulTitle = await admin('PUT', '/datasets/ds_nul', { ...minimal, title: 'a\u0000b' });
+    expect(detailsOf(nulTitle).map((d) => d.path)).to.deep.equal(['title']);
+    const nulOption = await admin('PUT', '/datasets/ds_nul', { ...minimal, questions: [{ name: 'color', type: 'label', options: ['red', 'bl\u0000ue'] }] });
+    expect(detailsOf(nulOption).map((d) => d.path)).to.deep.equal(['questions[0].options[1]']);
+    const nulRecord = await call(stack.baseUrl, 'POST', '/feedback-record', TEST_KEY.secret, { ...VALID_RECORD, record: { ...VALID_RECORD.record, feedback_dataset_id: 'ds\u0000x' } });
+    expect(detailsOf(nulRecord).map((d) => d.path)).to.deep.equal(['record.feedback_dataset_id']);
+    for (const bad of ['garbage', 'ds_support_bot', Buffer.from(JSON.stringify(['x', 'ds_a'])).toString('base64url')]) {
+      expect(detailsOf(await admin('GET', `/datasets?cursor=${bad}`)).map((d) => d.path), bad).to.deep.equal(['query.cursor']);
+    }
+  });
+
+  it('a PUT applies at once in the process that served it, also while a periodic reload is in flight', async () => {
+    // DATASETS_REFRESH_MS is 100 here: reloads are often in flight when a PUT asks for one.
+    const defined = (options: string[]) => ({ fields: [{ name: 'text', type: 'text' }], questions: [{ name: 'color', type: 'label', options }] });
+    const write = (color: string) => call(stack.baseUrl, 'POST', '/feedback-record', TEST_KEY.secret, { record: { feedback_dataset_id: 'ds_race', field_to_value: { text: 't' } }, response: { values: { color } } });
+    const wrong: string[] = [];
+    for (let i = 0; i < 60; i++) {
+      const narrow = await admin('PUT', '/datasets/ds_race', defined(['red']));
+      expect(narrow.status, narrow.text).to.be.oneOf([200, 201]);
+      const refused = await write('blue');
+      if (refused.status !== 400) wrong.push(`round ${i}: blue after narrowing got ${refused.status}`);
+      const widen = await admin('PUT', '/datasets/ds_race', defined(['red', 'blue']));
+      expect(widen.status, widen.text).to.equal(200);
+      const accepted = await write('blue');
+      if (accepted.status !== 200) wrong.push(`round ${i}: blue after widening got ${accepted.status}`);
+    }
+    expect(wrong).to.deep.equal([]);
+  });
+
   it('a valid record of every field and question type is accepted', async () => {
     const res = await stack.post('/feedback-record', VALID_RECORD);
     expect(res.status, res.text).to.equal(200);

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { Writable } from 'node:stream';
-import { createKeyVerifier } from '../../api/middleware/auth.js';
+import { createKeyVerifier } from '../../api/key-verifier.js';
 import { loadConfig } from '../../shared/config.js';
 import { createLogger, type Logger } from '../../shared/logger.js';
 import { sharedServices } from '../helpers/root-hooks.js';

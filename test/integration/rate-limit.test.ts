@@ -8,7 +8,7 @@ import { createOrderClock } from '../../shared/order-clock.js';
 import { createBatchingEnqueuer } from '../../api/enqueuer.js';
 import { createIdempotencyStore } from '../../api/idempotency.js';
 import { createApiMetrics } from '../../api/metrics.js';
-import type { KeyVerifier } from '../../api/middleware/auth.js';
+import type { KeyVerifier } from '../../api/key-verifier.js';
 import { createRateLimiter, effectiveLimitPerMinute } from '../../api/rate-limit.js';
 import { startApi, type ApiServer } from '../../api/server.js';
 import { createIdMinter } from '../../shared/ids.js';

@@ -94,6 +94,39 @@ describe('GET /datasets/{dataset_id}/records', () => {
     expect((await get(`/datasets/ds_list/records?cursor=${cursor}&order=oldest`)).status).to.equal(200);
   });
 
+  it('a cursor of one dataset is refused on another (400), and updated_since must name a time that exists', async () => {
+    const page = await get('/datasets/ds_list/records?order=oldest&limit=5');
+    const cursor: string = page.body.next_cursor;
+    const elsewhere = await get(`/datasets/ds_other/records?cursor=${cursor}`);
+    expect(elsewhere.status, elsewhere.text).to.equal(400);
+    expect(elsewhere.body.error.details.map((d: { path: string }) => d.path)).to.include('query.cursor');
+    expect((await get(`/datasets/ds_list/records?cursor=${cursor}`)).status).to.equal(200);
+    for (const bad of ['2026-02-30T00:00:00Z', '2026-04-31T00:00:00Z', '2026-01-01T24:00:00Z', '2026-01-01T10:60:00Z', '2026-01-01T10:00:60Z', '2026-13-01T00:00:00Z', '2026-01-00T00:00:00Z', '2026-01-01T00:00:00+24:00', '2025-02-29T00:00:00Z']) {
+      const res = await get(`/datasets/ds_list/records?updated_since=${encodeURIComponent(bad)}`);
+      expect(res.status, bad).to.equal(400);
+      expect(res.body.error.details[0].path, bad).to.equal('query.updated_since');
+    }
+    for (const good of ['2024-02-29T00:00:00Z', '2026-01-01T23:59:59.999+05:30', '2026-01-01T00:00Z']) {
+      expect((await get(`/datasets/ds_list/records?updated_since=${encodeURIComponent(good)}`)).status, good).to.equal(200);
+    }
+  });
+
+  it('export refuses unknown query parameters as /records does', async () => {
+    const res = await get('/datasets/ds_list/export?colour=red');
+    expect(res.status, res.text).to.equal(400);
+    expect(res.body.error.details[0].path).to.equal('query.colour');
+    expect((await get('/datasets/ds_list/export')).status).to.equal(200);
+  });
+
+  it('a dataset id with a NUL or another control character is 400 before the store is asked', async () => {
+    for (const path of ['/datasets/a%00b/records', '/datasets/a%00b/export', '/datasets/a%1Fb/records', '/datasets/%24bad/records', '/datasets/__proto__/records']) {
+      const res = await get(path);
+      expect(res.status, `${path}: ${res.text}`).to.equal(400);
+      expect(res.body.error.code).to.equal('validation_failed');
+      expect(res.body.error.details[0].path).to.equal('path.dataset_id');
+    }
+  });
+
   it('bad query parameters are 400 validation_failed with every problem in details', async () => {
     const res = await get('/datasets/ds_list/records?order=sideways&updated_since=yesterday&responses=maybe&colour=red');
     expect(res.status).to.equal(400);

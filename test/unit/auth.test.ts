@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { createHash } from 'node:crypto';
-import { chainKeyVerifiers, createKeyVerifier, mayReadDataset, mayWriteDataset, type KeyVerifier } from '../../api/middleware/auth.js';
+import { chainKeyVerifiers, createKeyVerifier, type KeyVerifier } from '../../api/key-verifier.js';
+import { mayReadDataset, mayWriteDataset } from '../../api/scopes.js';
 import { loadConfig } from '../../shared/config.js';
 
 describe('createKeyVerifier (api/middleware/auth.ts)', () => {

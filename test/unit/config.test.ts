@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { createHash } from 'node:crypto';
 import { ConfigError, loadConfig, type Config } from '../../shared/config.js';
-import { createKeyVerifier } from '../../api/middleware/auth.js';
+import { createKeyVerifier } from '../../api/key-verifier.js';
 
 /** The ConfigError `loadConfig(env)` throws; fails the test when it does not throw one. */
 function configError(env: Record<string, string>): ConfigError {
