@@ -20,8 +20,8 @@ import { errorHandler } from './middleware/errors.js';
 import { jsonBody } from './middleware/json-body.js';
 import { requestId } from './middleware/request-id.js';
 import { requestLog } from './middleware/request-log.js';
-import { FEEDBACK_BATCH_PATH, postFeedbackBatch } from './routes/batch.js';
-import { postFeedbackRecord, postFeedbackResponse } from './routes/feedback.js';
+import { createWritePipeline, FEEDBACK_BATCH_PATH } from './write-pipeline.js';
+import { WRITE_KINDS, type WriteKind } from './write-kinds.js';
 import { NO_DATASET_GATE, type DatasetGate } from './dataset-gate.js';
 import { DATASETS_PATH, getDataset, getDatasetSchema, listDatasets, putDataset, type DatasetRouteDeps } from './routes/datasets.js';
 import { exportDataset, getFeedbackRecord, listDatasetRecords, requireRead } from './routes/reads.js';
@@ -74,20 +74,23 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
   // Errors are rendered by errorHandler; Koa's own handler would print to stderr.
   app.silent = true;
 
-  const routeDeps = { logger: deps.logger, enqueuer: deps.enqueuer, idempotency: deps.idempotency, ids: deps.ids, backlog: deps.backlog, retryAfterSeconds: deps.retryAfterSeconds, datasets: deps.datasets?.gate ?? NO_DATASET_GATE };
-  const limitAndParse = [...(deps.rateLimit === undefined ? [] : [deps.rateLimit]), ...jsonBody({ limitBytes: deps.bodyLimitBytes })];
-  const write = [authenticate(deps.keys), ...limitAndParse];
-  const writeGate = [authenticate(deps.keys), ...(deps.rateLimit === undefined ? [] : [deps.rateLimit])];
+  const pipeline = createWritePipeline({ logger: deps.logger, enqueuer: deps.enqueuer, idempotency: deps.idempotency, ids: deps.ids, backlog: deps.backlog, retryAfterSeconds: deps.retryAfterSeconds, datasets: deps.datasets?.gate ?? NO_DATASET_GATE });
+  const rateLimit = deps.rateLimit === undefined ? [] : [deps.rateLimit];
+  const auth = authenticate(deps.keys);
   const router = new Router<ApiState>();
-  router.post('/feedback-record', ...write, postFeedbackRecord(routeDeps));
-  if (deps.feedbackTokens === undefined) {
-    router.post('/feedback-response', ...write, postFeedbackResponse(routeDeps));
-  } else {
+  // Every write kind at its own path, through the one pipeline; a kind a browser may send also
+  // takes feedback tokens (when they are configured).
+  const mountWrite = (kind: WriteKind<unknown>): void => {
+    const tokens = kind.feedbackToken ? deps.feedbackTokens?.tokens : undefined;
+    const who = tokens === undefined ? auth : authenticate(deps.keys, { feedbackTokens: tokens });
+    router.post(kind.path, who, ...rateLimit, ...jsonBody({ limitBytes: deps.bodyLimitBytes }), pipeline.one(kind));
+  };
+  WRITE_KINDS.forEach(mountWrite);
+  if (deps.feedbackTokens !== undefined) {
     const { tokens, maxTtlSeconds } = deps.feedbackTokens;
-    router.post('/feedback-response', authenticate(deps.keys, { feedbackTokens: tokens }), ...limitAndParse, postFeedbackResponse(routeDeps));
-    router.post(FEEDBACK_TOKENS_PATH, ...write, postFeedbackToken({ ids: deps.ids, tokens, maxTtlSeconds }));
+    router.post(FEEDBACK_TOKENS_PATH, auth, ...rateLimit, ...jsonBody({ limitBytes: deps.bodyLimitBytes }), postFeedbackToken({ ids: deps.ids, tokens, maxTtlSeconds }));
   }
-  router.post(FEEDBACK_BATCH_PATH, ...writeGate, ...jsonBody({ limitBytes: deps.batchRequestMaxBytes }), postFeedbackBatch({ ...routeDeps, maxItems: deps.batchRequestMaxItems }));
+  router.post(FEEDBACK_BATCH_PATH, auth, ...rateLimit, ...jsonBody({ limitBytes: deps.batchRequestMaxBytes }), pipeline.batch(deps.batchRequestMaxItems));
   if (deps.reader !== undefined) {
     const read = [authenticate(deps.keys), requireRead()];
     const readDeps = { reader: deps.reader, ids: deps.ids, retryAfterSeconds: deps.retryAfterSeconds };

@@ -63,7 +63,7 @@ const ACCESS_CODES: Readonly<Record<Access, readonly ErrorCode[]>> = {
   read: [...TRANSPORT_CODES, ...KEY_CODES, 'store_unavailable'],
   admin: [...TRANSPORT_CODES, ...KEY_CODES],
 };
-/** Codes of the checks of a feedback token (api/middleware/auth.ts, api/routes/feedback.ts). */
+/** Codes of the checks of a feedback token (api/middleware/auth.ts, api/write-kinds.ts). */
 const FEEDBACK_TOKEN_CODES = ['token_expired', 'invalid_token', 'token_out_of_scope'] as const satisfies readonly ErrorCode[];
 /** Codes of no operation in particular: any unknown path, any known path with the wrong method. */
 const ANY_PATH_CODES = ['not_found', 'method_not_allowed'] as const satisfies readonly ErrorCode[];

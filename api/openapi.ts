@@ -9,11 +9,9 @@ import { IDEMPOTENCY_KEY_RE } from './idempotency.js';
 import { buildOpenApiDocument, type OpenApiDocument, type OperationSpec, type Paths } from './openapi-build.js';
 import { DatasetIdParam, RecordListQuery } from './read-query.js';
 import { UPDATED_SINCE_MAX_RECORDS } from './reads.js';
-import { BATCH_STATUS } from './routes/batch.js';
-import { DatasetSchemas } from './routes/datasets.js';
-import { DeadLetterPurged } from './routes/dead-letters.js';
-import { FeedbackTokenAnswer } from './routes/feedback-tokens.js';
-import { HealthBody, ReadinessBody } from './routes/service.js';
+import { DatasetSchemas, DeadLetterPurged, FeedbackTokenAnswer, HealthBody, ReadinessBody } from './answers.js';
+import { BATCH_STATUS, FEEDBACK_BATCH_PATH } from './write-pipeline.js';
+import { WRITE_KINDS, type WriteKind } from './write-kinds.js';
 
 /*
  * The OpenAPI document of the API: what cannot be derived (summaries, descriptions, which codes
@@ -68,6 +66,11 @@ function write(spec: {
   };
 }
 
+/** The operation of a write kind's own endpoint, from its declaration (api/write-kinds.ts). */
+function writeKindOperation(kind: WriteKind<unknown>): OperationSpec {
+  return write({ ...kind.openapi, body: kind.schema, ...(kind.feedbackToken ? { feedbackToken: true as const } : {}) });
+}
+
 const DATASET_ID = { id: { description: 'The dataset id (`feedback_dataset_id`).', schema: DatasetId } };
 
 const READ_DATASET_ID = { dataset_id: { description: 'A `feedback_dataset_id` (1-256 characters).', schema: DatasetIdParam } };
@@ -76,29 +79,8 @@ const DEAD_LETTER_ID = { id: 'The dead letter\'s id (`<queue>:w:<seq>:<response 
 
 /** The operations; `batchBody` is the batch envelope as documented (its limit is a setting). */
 const paths = (batchRequestMaxItems: number, batchBody: v.GenericSchema): Paths => ({
-  '/feedback-record': {
-    post: write({
-      operationId: 'postFeedbackRecord',
-      summary: 'Create a record and its first response',
-      description: 'Live chatbot use: one record plus its first response per call. The API mints both ids before queueing.',
-      body: FeedbackRecordBody,
-      codes: ['dataset_not_found'],
-    }),
-  },
-  '/feedback-response': {
-    post: write({
-      operationId: 'postFeedbackResponse',
-      summary: 'Add or update a response to an existing record',
-      description:
-        'Annotation tools. One response per (record, annotator): a later call for the same pair updates `status` and `values` and keeps the response id. ' +
-        'A browser may call it with a feedback token (POST /feedback-tokens) instead of an API key: the token writes only its record, as its annotator ' +
-        "(`user_id` is forced to the token's), and only its questions; CORS answers the origins of `CORS_ORIGINS`.",
-      body: FeedbackResponseBody,
-      codes: ['record_not_found', 'dataset_not_found'],
-      feedbackToken: true,
-    }),
-  },
-  '/feedback-batch': {
+  ...Object.fromEntries(WRITE_KINDS.map((kind: WriteKind<unknown>) => [kind.path, { post: writeKindOperation(kind) }])),
+  [FEEDBACK_BATCH_PATH]: {
     post: write({
       operationId: 'postFeedbackBatch',
       summary: 'Several writes in one call (backfills, fleets that buffer)',

@@ -3,7 +3,7 @@ import { ErrorDetail, type ErrorCode } from './errors.js';
 import { ResponseStatus } from './schemas.js';
 
 /*
- * The success bodies of the write endpoints: built by the API (api/writes.ts, api/routes/batch.ts),
+ * The success bodies of the write endpoints: built by the API (api/write-kinds.ts, api/write-pipeline.ts),
  * documented by api/openapi.ts (converted from these schemas), read by client/ (types only).
  */
 

@@ -5,6 +5,7 @@ import { DatasetId } from '../../shared/schemas.js';
 import { AppError } from '../../shared/errors.js';
 import { parseQuery } from '../parse-input.js';
 import { datasetJsonSchemas } from '../dataset-json-schema.js';
+import type { DatasetSchemas } from '../answers.js';
 import type { DatasetRegistry } from '../dataset-store.js';
 import { mayWriteDataset } from '../scopes.js';
 
@@ -18,15 +19,6 @@ export interface DatasetRouteDeps {
   /** Reloads `registry` now, so that this process applies a PUT at once (others within DATASETS_REFRESH_MS). */
   readonly reload: () => Promise<unknown>;
 }
-
-/** The answer of `GET /datasets/{id}/schema`. */
-export const DatasetSchemas = v.object({
-  dataset_id: v.string(),
-  updated_at: v.pipe(v.string(), v.description('The version of the definition described (ISO 8601).')),
-  record_body: v.pipe(v.record(v.string(), v.unknown()), v.description('JSON Schema 2020-12 of a `POST /feedback-record` body.')),
-  response_body: v.pipe(v.record(v.string(), v.unknown()), v.description('JSON Schema 2020-12 of a `POST /feedback-response` body.')),
-});
-type DatasetSchemas = v.InferOutput<typeof DatasetSchemas>;
 
 type WithId = ApiParamsContext;
 

@@ -1,15 +1,13 @@
 import type { ApiParamsContext, ApiContext } from '../state.js';
-import * as v from 'valibot';
 import { DeadLetterListQuery, DeadLetterQueueError, type DeadLetterAdmin } from '../../shared/dead-letter-admin.js';
 import { AppError } from '../../shared/errors.js';
 import { parseQuery } from '../parse-input.js';
+import type { DeadLetterPurged } from '../answers.js';
 
 /** Where the dead-letter endpoints live; behind `authenticate` and `requireAdmin`. */
 export const DEAD_LETTERS_PATH = '/admin/dead-letters';
 
 /** The answer of a purge. */
-export const DeadLetterPurged = v.object({ id: v.string(), purged: v.literal(true) });
-type DeadLetterPurged = v.InferOutput<typeof DeadLetterPurged>;
 
 interface DeadLetterRouteDeps {
   readonly deadLetters: DeadLetterAdmin;

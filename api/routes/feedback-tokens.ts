@@ -1,25 +1,13 @@
 import { authenticatedKey, type ApiContext } from '../state.js';
-import * as v from 'valibot';
 import { AppError } from '../../shared/errors.js';
 import type { IdMinter } from '../../shared/ids.js';
 import { FeedbackTokenBody } from '../../shared/schemas.js';
 import type { FeedbackTokens } from '../feedback-tokens.js';
-import { checkResponseTarget } from '../writes.js';
+import { checkResponseTarget } from '../write-kinds.js';
+import type { FeedbackTokenAnswer } from '../answers.js';
 import { parseBody } from '../parse-input.js';
 
 export const FEEDBACK_TOKENS_PATH = '/feedback-tokens';
-
-/** The 200 body of `POST /feedback-tokens`. */
-export const FeedbackTokenAnswer = v.object({
-  token: v.pipe(v.string(), v.description('A JWS (HS256): send it as `Authorization: Bearer <token>` to POST /feedback-response, and nowhere else.')),
-  token_type: v.literal('Bearer'),
-  expires_at: v.pipe(v.string(), v.description('ISO 8601 date-time, whole seconds.')),
-  expires_in_seconds: v.pipe(v.number(), v.integer(), v.minValue(1)),
-  feedback_record_id: v.string(),
-  user_id: v.string(),
-  questions: v.pipe(v.nullable(v.array(v.string())), v.description('The `values` keys the token may write (duplicates removed); null = any.')),
-});
-type FeedbackTokenAnswer = v.InferOutput<typeof FeedbackTokenAnswer>;
 
 interface FeedbackTokenRouteDeps {
   readonly ids: IdMinter;

@@ -1,19 +1,7 @@
 import type { ApiContext } from '../state.js';
-import * as v from 'valibot';
+import type { HealthBody, ReadinessBody } from '../answers.js';
 import type { BacklogMonitor } from '../backlog.js';
 import type { ApiMetrics } from '../metrics.js';
-
-export const HealthBody = v.object({ status: v.literal('ok') });
-type HealthBody = v.InferOutput<typeof HealthBody>;
-
-/** The answer of `/readyz`, 200 or 503 alike. */
-export const ReadinessBody = v.object({
-  status: v.picklist(['ready', 'not_ready']),
-  redis: v.picklist(['up', 'down']),
-  backlog_jobs: v.nullable(v.number()),
-  overloaded: v.boolean(),
-});
-type ReadinessBody = v.InferOutput<typeof ReadinessBody>;
 
 export function getHealthz() {
   return (ctx: ApiContext): void => {
