@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, statSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join, posix } from 'node:path';
 
 /** One instruction of a Dockerfile, continuation lines joined. */
@@ -26,6 +26,27 @@ export function parseDockerfile(text: string): DockerInstruction[] {
     pending = undefined;
   });
   return out;
+}
+
+/**
+ * Removes from `context` what its .dockerignore keeps out of a Docker build context, so that a
+ * COPY of an ignored path fails here as it would in Docker. Literal paths only (what this
+ * project's file holds); a pattern with wildcards or `!` throws.
+ */
+export function applyDockerignore(context: string): string[] {
+  const file = join(context, '.dockerignore');
+  if (!existsSync(file)) return [];
+  const ignored: string[] = [];
+  for (const raw of readFileSync(file, 'utf8').split('\n')) {
+    const line = raw.trim();
+    if (line === '' || line.startsWith('#')) continue;
+    if (/[*?[\]!]/.test(line)) throw new Error(`.dockerignore: the pattern ${line} is not understood; teach test/helpers/dockerfile.ts`);
+    const path = posix.normalize(line.replace(/^\/+/, '').replace(/\/+$/, ''));
+    if (path.startsWith('..') || path === '.') throw new Error(`.dockerignore: ${line} is outside the context`);
+    rmSync(join(context, path), { recursive: true, force: true });
+    ignored.push(path);
+  }
+  return ignored;
 }
 
 /** One stage as the emulation left it: its filesystem is `dir`, standing for the image's WORKDIR. */

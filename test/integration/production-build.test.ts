@@ -1,13 +1,14 @@
 import { expect } from 'chai';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { MongoClient } from 'mongodb';
 import { CONFIG_VARIABLES } from '../../shared/config.js';
 import { mongoClientOptions } from '../../shared/mongo.js';
-import { emulateDockerBuild, type EmulatedStage } from '../helpers/dockerfile.js';
+import { applyDockerignore, emulateDockerBuild, type EmulatedStage } from '../helpers/dockerfile.js';
 import { sharedServices } from '../helpers/root-hooks.js';
 import { freePort, type ManagedServer } from '../helpers/services.js';
 import { eventually, records, recordBody } from '../helpers/stack.js';
@@ -22,6 +23,15 @@ function parseProcfile(text: string): Map<string, string> {
   }
   return lines;
 }
+
+const REPO = fileURLToPath(new URL('../..', import.meta.url));
+
+/**
+ * Who runs the processes: the image says USER node, and its files belong to root, so the app must
+ * not need to write where it lives. As root we run them as nobody, in directories owned by root;
+ * as anyone else, as ourselves (then that is not checked).
+ */
+const UNPRIVILEGED = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
 
 /** PATH without any node_modules/.bin (npm test puts the checkout's own there: dev tools a dyno has not). */
 const cleanPath = (process.env['PATH'] ?? '/usr/local/bin:/usr/bin:/bin').split(delimiter).filter((p) => !p.includes('node_modules')).join(delimiter);
@@ -70,7 +80,7 @@ function killGroup(pid: number, signal: NodeJS.Signals): void {
  * dyno's SIGTERM reaches every process of it; so does ours).
  */
 function startProcess(name: string, command: string, cwd: string, env: Record<string, string>): RunningProcess {
-  const child = spawn('bash', ['-c', command], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const child = spawn('bash', ['-c', command], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true, ...UNPRIVILEGED });
   liveGroups.add(child.pid!);
   let output = '';
   child.stdout!.setEncoding('utf8').on('data', (s: string) => (output += s));
@@ -125,11 +135,14 @@ describe('production build (Dockerfile stages from a fresh checkout, Procfile pr
   before(async function () {
     this.timeout(300_000);
     root = mkdtempSync(join(tmpdir(), 'fi-prodbuild-'));
+    // Traversable by the unprivileged user that runs the processes (mkdtemp makes it 0700).
+    chmodSync(root, 0o711);
     // The committed tree of HEAD, as a platform's build gets it: no node_modules, dist or untracked files.
     const context = join(root, 'checkout');
-    const head = execFileSync('git', ['rev-parse', 'HEAD'], { encoding: 'utf8' }).trim();
-    execFileSync('git', ['clone', '--quiet', '--no-checkout', '.', context], { stdio: 'pipe', timeout: 60_000 });
+    const head = execFileSync('git', ['-C', REPO, 'rev-parse', 'HEAD'], { encoding: 'utf8' }).trim();
+    execFileSync('git', ['clone', '--quiet', '--no-checkout', REPO, context], { stdio: 'pipe', timeout: 60_000 });
     execFileSync('git', ['-C', context, 'checkout', '--quiet', '--detach', head], { stdio: 'pipe', timeout: 60_000 });
+    expect(applyDockerignore(context), '.dockerignore keeps .git out of the context').to.include('.git');
     procfile = parseProcfile(readFileSync(join(context, 'Procfile'), 'utf8'));
     const stagesRoot = join(root, 'stages');
     mkdirSync(stagesRoot);
