@@ -31,7 +31,7 @@ const REPO = fileURLToPath(new URL('../..', import.meta.url));
  * not need to write where it lives. As root we run them as nobody, in directories owned by root;
  * as anyone else, as ourselves (then that is not checked).
  */
-const UNPRIVILEGED = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
+const UNPRIVILEGED: { uid?: number; gid?: number } = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
 
 /** PATH without any node_modules/.bin (npm test puts the checkout's own there: dev tools a dyno has not). */
 const cleanPath = (process.env['PATH'] ?? '/usr/local/bin:/usr/bin:/bin').split(delimiter).filter((p) => !p.includes('node_modules')).join(delimiter);
@@ -253,6 +253,10 @@ describe('production build (Dockerfile stages from a fresh checkout, Procfile pr
       });
       expect(stored).to.include({ feedback_dataset_id: recordBody().record.feedback_dataset_id });
       expect(platform.logs()).to.not.include('redis connection error');
+      if (UNPRIVILEGED.uid !== undefined) {
+        // bash execs the lone command: the pid is node's, and it runs as the unprivileged user.
+        for (const proc of processes) expect(readFileSync(`/proc/${proc.child.pid}/status`, 'utf8'), `${proc.name} runs as nobody`).to.match(/^Uid:\t65534\t/m);
+      }
       for (const proc of processes) {
         const exit = await stopProcess(proc, 15_000);
         expect(exit, `${proc.name} outlived SIGTERM by 15 s:\n${proc.output()}`).to.deep.equal({ code: 0, signal: null });
