@@ -31,10 +31,14 @@ const REPO = fileURLToPath(new URL('../..', import.meta.url));
  * not need to write where it lives. As root we run them as nobody, in directories owned by root;
  * as anyone else, as ourselves (then that is not checked).
  */
-const UNPRIVILEGED: { uid?: number; gid?: number } = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
+function unprivileged(): { uid?: number; gid?: number } {
+  return process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
+}
 
 /** PATH without any node_modules/.bin (npm test puts the checkout's own there: dev tools a dyno has not). */
-const cleanPath = (process.env['PATH'] ?? '/usr/local/bin:/usr/bin:/bin').split(delimiter).filter((p) => !p.includes('node_modules')).join(delimiter);
+function cleanPath(): string {
+  return (process.env['PATH'] ?? '/usr/local/bin:/usr/bin:/bin').split(delimiter).filter((p) => !p.includes('node_modules')).join(delimiter);
+}
 
 /**
  * The environment of the build's RUN lines: this machine's (proxy, CA bundle, HOME and so the
@@ -49,7 +53,7 @@ function buildEnv(): Record<string, string> {
     if (/^npm_/i.test(key) && key.toLowerCase() !== 'npm_config_cache') continue;
     env[key] = value;
   }
-  env['PATH'] = cleanPath;
+  env['PATH'] = cleanPath();
   return env;
 }
 
@@ -62,9 +66,15 @@ interface RunningProcess {
 
 /** Process groups still alive, killed if the run exits without the after hook (a crash, a ^C). */
 const liveGroups = new Set<number>();
-process.once('exit', () => {
-  for (const pid of liveGroups) killGroup(pid, 'SIGKILL');
-});
+let exitHookInstalled = false;
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once('exit', () => {
+    for (const pid of liveGroups) killGroup(pid, 'SIGKILL');
+  });
+}
 
 function killGroup(pid: number, signal: NodeJS.Signals): void {
   try {
@@ -80,7 +90,8 @@ function killGroup(pid: number, signal: NodeJS.Signals): void {
  * dyno's SIGTERM reaches every process of it; so does ours).
  */
 function startProcess(name: string, command: string, cwd: string, env: Record<string, string>): RunningProcess {
-  const child = spawn('bash', ['-c', command], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true, ...UNPRIVILEGED });
+  installExitHook();
+  const child = spawn('bash', ['-c', command], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true, ...unprivileged() });
   liveGroups.add(child.pid!);
   let output = '';
   child.stdout!.setEncoding('utf8').on('data', (s: string) => (output += s));
@@ -116,6 +127,9 @@ async function stopProcess(proc: RunningProcess, timeoutMs: number): Promise<{ c
  * where only what it copies from the build (pruned node_modules, dist, package.json) exists. The
  * buildpack runs the same three steps (npm ci, npm run build, npm prune --omit=dev) in a full
  * checkout, a superset of these files; the first case fails if the Dockerfile stops doing them.
+ * Why not one script that both the Dockerfile and this test run: the COPY lines matter as much as
+ * the RUNs (a file the build needs and the Dockerfile forgets), and the Dockerfile keeps two RUN
+ * layers, `npm ci` on the manifest and lock alone, cached until they change, then the build.
  *
  * Slow: npm ci from the shared npm cache and tsc take 30–60 s on a 2-core machine.
  */
@@ -199,7 +213,7 @@ describe('production build (Dockerfile stages from a fresh checkout, Procfile pr
     const port = await freePort();
     const key = { name: 'prod', secret: randomBytes(16).toString('hex') };
     const env: Record<string, string> = {
-      PATH: cleanPath,
+      PATH: cleanPath(),
       HOME: join(root, 'home'),
       ...image.env,
       PORT: String(port),
@@ -253,7 +267,7 @@ describe('production build (Dockerfile stages from a fresh checkout, Procfile pr
       });
       expect(stored).to.include({ feedback_dataset_id: recordBody().record.feedback_dataset_id });
       expect(platform.logs()).to.not.include('redis connection error');
-      if (UNPRIVILEGED.uid !== undefined) {
+      if (unprivileged().uid !== undefined) {
         // bash execs the lone command: the pid is node's, and it runs as the unprivileged user.
         for (const proc of processes) expect(readFileSync(`/proc/${proc.child.pid}/status`, 'utf8'), `${proc.name} runs as nobody`).to.match(/^Uid:\t65534\t/m);
       }
