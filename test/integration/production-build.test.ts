@@ -131,7 +131,8 @@ async function stopProcess(proc: RunningProcess, timeoutMs: number): Promise<{ c
  * the RUNs (a file the build needs and the Dockerfile forgets), and the Dockerfile keeps two RUN
  * layers, `npm ci` on the manifest and lock alone, cached until they change, then the build.
  *
- * Slow: npm ci from the shared npm cache and tsc take 30–60 s on a 2-core machine.
+ * Slow: the build (npm ci from the shared npm cache, tsc, prune) is most of it, the cases ~12 s;
+ * the file took 73–88 s on a 2-core machine busy with other runs (load 5–7).
  */
 describe('production build (Dockerfile stages from a fresh checkout, Procfile processes, TLS-only Redis)', function () {
   this.timeout(60_000);
