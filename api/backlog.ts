@@ -1,3 +1,4 @@
+import { withTimeout } from '../shared/process.js';
 import type { Logger } from '../shared/logger.js';
 import type { WriteQueues } from '../shared/queue.js';
 
@@ -20,8 +21,8 @@ export interface BacklogMonitor {
  * Reads the backlog every `pollMs` instead of per request: a count per request would cost a
  * Redis round trip on the hot path, and the ceiling only needs to be roughly right.
  */
-export function createBacklogMonitor(options: { queues: Pick<WriteQueues, 'count'>; maxJobs: number; pollMs: number; logger: Logger }): BacklogMonitor {
-  const { queues, maxJobs, pollMs, logger } = options;
+export function createBacklogMonitor(options: { queues: Pick<WriteQueues, 'count'>; maxJobs: number; pollMs: number; logger: Logger; timeoutMs: number }): BacklogMonitor {
+  const { queues, maxJobs, pollMs, logger, timeoutMs } = options;
   let current: BacklogState = { jobs: undefined, redisReachable: false, overloaded: false };
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
@@ -29,7 +30,8 @@ export function createBacklogMonitor(options: { queues: Pick<WriteQueues, 'count
   async function refresh(): Promise<BacklogState> {
     try {
       // Summed over the shards: the ceiling bounds what Redis holds in all, not per shard.
-      const jobs = await queues.count('waiting', 'delayed', 'prioritized');
+      // Bounded, so that /readyz answers 503 while Redis has never been reached (BullMQ waits for it).
+      const jobs = await withTimeout(queues.count('waiting', 'delayed', 'prioritized'), timeoutMs, 'Redis');
       const overloaded = jobs >= maxJobs;
       if (overloaded && !current.overloaded) logger.warn({ jobs, maxJobs }, 'backlog above ceiling: refusing writes with 503 overloaded');
       current = { jobs, redisReachable: true, overloaded };

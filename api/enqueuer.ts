@@ -3,6 +3,7 @@ import { createGroupCommit } from '../shared/group-commit.js';
 import type { Logger } from '../shared/logger.js';
 import { encodeJob, type JobCompression } from '../shared/job-payload.js';
 import type { OrderClock } from '../shared/order-clock.js';
+import { withTimeout } from '../shared/process.js';
 import type { Write } from '../shared/schemas.js';
 import { WRITE_JOB_NAME, type ShardQueue, type WriteQueues } from '../shared/queue.js';
 import type { ApiMetrics } from './metrics.js';
@@ -108,7 +109,10 @@ export function createBatchingEnqueuer(options: EnqueuerOptions): Enqueuer {
   const commitTo = (shard: ShardQueue) => async (batch: readonly Item[]): Promise<EnqueueReceipt[]> => {
     const started = process.hrtime.bigint();
     try {
-      const job = await shard.queue.add(WRITE_JOB_NAME, await encodeJob(batch.map((i) => i.write), compression));
+      // Bounded: BullMQ waits for a connection that is not ready yet (a Redis never reached since
+      // start-up) without sending anything, and the request would hang. A late add is "outcome
+      // unknown" to the caller, and stored once if it happens (the ids and order are minted).
+      const job = await withTimeout(shard.queue.add(WRITE_JOB_NAME, await encodeJob(batch.map((i) => i.write), compression)), options.timeoutMs, 'Redis');
       if (job.id === undefined) throw new Error('BullMQ returned a job without id');
       const jobId = job.id;
       if (replicaAck !== undefined && replicaAck.min > 0) {

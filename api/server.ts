@@ -84,7 +84,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
       return doc?.feedback_dataset_id;
     },
   });
-  const backlog = createBacklogMonitor({ queues, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger });
+  const backlog = createBacklogMonitor({ queues, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger, timeoutMs: config.enqueueTimeoutMs });
   const clock = createOrderClock(config.orderClockNode === undefined ? {} : { node: config.orderClockNode });
   const orderFloor = createOrderFloor({ db: primaryDb(mongo), clock, logger, persistMs: ORDER_FLOOR_PERSIST_MS });
   const enqueuer = createBatchingEnqueuer({

@@ -48,3 +48,23 @@ export function onShutdownSignal(logger: Logger, timeoutMs: number, stop: () => 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
+
+/** Thrown by {@link withTimeout} when the promise did not settle in time. */
+export class TimeoutError extends Error {
+  constructor(what: string, ms: number) {
+    super(`${what} did not answer within ${ms} ms`);
+    this.name = 'TimeoutError';
+  }
+}
+
+/**
+ * `promise`, or a {@link TimeoutError} after `ms`. The work itself is not cancelled: use it where
+ * a late outcome is harmless or already accounted for (a job Redis gets later is stored once).
+ */
+export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new TimeoutError(what, ms)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}

@@ -93,6 +93,25 @@ describe('API start-up', function () {
     expect(JSON.parse(listening[0]!)).to.include({ host: '127.0.0.1', port, datasets: 'open', defined_datasets: 0 });
   });
 
+  it('with a Redis it has never reached, answers a write and /readyz with 503 within ENQUEUE_TIMEOUT_MS instead of hanging', async () => {
+    const port = await freePort();
+    const deadPort = await freePort(); // nothing listens: the connection is refused for ever
+    const answers: { status: number; code?: string; ms: number }[] = [];
+    const run = await runApi(port, async () => {
+      for (const [path, init] of [
+        ['/feedback-record', { method: 'POST', headers: { Authorization: `Bearer ${TEST_KEY.secret}`, 'Content-Type': 'application/json' }, body: JSON.stringify({ record: { feedback_dataset_id: 'd', field_to_value: { a: 1 } }, response: { values: { a: 1 } } }) }],
+        ['/readyz', {}],
+      ] as const) {
+        const started = Date.now();
+        const res = await fetch(`http://127.0.0.1:${port}${path}`, { ...init, signal: AbortSignal.timeout(10_000) });
+        const body = (await res.json()) as { error?: { code?: string } };
+        answers.push({ status: res.status, ...(body.error?.code === undefined ? {} : { code: body.error.code }), ms: Date.now() - started });
+      }
+    }, { REDIS_URL: `redis://127.0.0.1:${deadPort}`, ENQUEUE_TIMEOUT_MS: '1500' });
+    expect(run.code, run.output).to.equal(0);
+    expect(answers.map((a) => [a.status, a.code]), run.output).to.deep.equal([[503, 'queue_unavailable'], [503, undefined]]);
+  });
+
   describe('with the development key', () => {
     const DEV_KEYS = `dev:${DEV_API_KEY_SECRET}`;
 

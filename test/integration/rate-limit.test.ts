@@ -202,7 +202,7 @@ describe('rate limits', () => {
       const redis = createRedis(config, 'producer', silentLogger);
       const queues = createWriteQueues(config, redis);
       const metrics = createApiMetrics({ defaultMetrics: false });
-      const backlog = createBacklogMonitor({ queues, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger: silentLogger });
+      const backlog = createBacklogMonitor({ queues, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger: silentLogger, timeoutMs: 2000 });
       const enqueuer = createBatchingEnqueuer({ queues, logger: silentLogger, metrics, clock: createOrderClock(), maxItems: 10, maxBytes: 1 << 20, maxInFlight: 1, maxPendingWrites: 1000, maxPendingBytes: 1 << 24, timeoutMs: 2000, retryAfterSeconds: 1, compression: 'none' });
       close = async () => {
         await enqueuer.drain();
