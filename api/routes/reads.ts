@@ -10,7 +10,7 @@ import { mayReadDataset } from '../scopes.js';
 import { DatasetIdParam, ExportQuery, RecordListQuery, toListing } from '../read-query.js';
 import { TooManyUpdatedRecordsError, type RecordReader } from '../reads.js';
 
-interface ReadRouteDeps {
+export interface ReadRouteDeps {
   readonly reader: RecordReader;
   readonly ids: IdMinter;
   readonly retryAfterSeconds: number;
@@ -35,7 +35,7 @@ export function requireRead(): ApiMiddleware {
 const STORE_DOWN_ERRORS = new Set(['MongoTopologyClosedError', 'MongoNotConnectedError', 'MongoPoolClearedError', 'MongoOperationTimeoutError']);
 
 /** MongoDB unreachable is the store's moment, not a bug: 503 with Retry-After instead of 500. */
-async function fromStore<T>(deps: ReadRouteDeps, read: () => Promise<T>): Promise<T> {
+export async function fromStore<T>(deps: ReadRouteDeps, read: () => Promise<T>): Promise<T> {
   try {
     return await read();
   } catch (err) {
@@ -51,7 +51,7 @@ function invalid(path: string, message: string): AppError {
 }
 
 /** The `{dataset_id}` of the path, checked like a write's dataset id and against the key's scope. */
-function readableDataset(ctx: ParamsContext): string {
+export function readableDataset(ctx: ParamsContext): string {
   const datasetId = ctx.params['dataset_id'] ?? '';
   const parsed = v.safeParse(DatasetIdParam, datasetId);
   if (!parsed.success) throw invalid('path.dataset_id', parsed.issues[0].message);

@@ -1,4 +1,4 @@
-import type { AgreementLevel } from '../../api/agreement.js';
+import type { AgreementLevel } from '../../shared/agreement.js';
 
 /**
  * Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", section C: the reliability

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { AGREEMENT_LEVELS, alphaOf, createCoincidenceMatrix, krippendorffAlpha, TooManyValuesError, type AgreementLevel, type ScaleValue } from '../../api/agreement.js';
+import { AGREEMENT_LEVELS, alphaOf, createCoincidenceMatrix, krippendorffAlpha, TooManyValuesError, type AgreementLevel, type ScaleValue } from '../../shared/agreement.js';
 import { KRIPPENDORFF_2011_C, KRIPPENDORFF_2011_C_ALPHA } from '../helpers/krippendorff-2011.js';
 
 /** Section A of the same paper: 2 observers, 10 units, binary, no missing value; nominal α = .095. */
@@ -47,7 +47,7 @@ function pairwiseAlpha(units: readonly (readonly ScaleValue[])[], level: Agreeme
   return 1 - (observed / n) / (expected / (n * (n - 1)));
 }
 
-describe("Krippendorff's alpha (api/agreement.ts)", () => {
+describe("Krippendorff's alpha (shared/agreement.ts)", () => {
   describe("Krippendorff's worked examples (2011)", () => {
     for (const level of AGREEMENT_LEVELS) {
       it(`section C, 4 observers × 12 units with missing values: ${level} α = ${KRIPPENDORFF_2011_C_ALPHA[level]}`, () => {
