@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { measureAgreement } from '../../api/agreement-measure.js';
+import { createFeedbackClient, FeedbackApiError } from '../../client/index.js';
 import { agreementScale } from '../../api/agreement-scale.js';
 import type { ResponseUnit } from '../../api/response-units.js';
 import { AGREEMENT_LEVELS } from '../../shared/agreement.js';
@@ -105,6 +106,15 @@ describe('GET /datasets/{dataset_id}/agreement', () => {
     }
     expect((await get('/datasets/ds_free/agreement?question=colour')).body.error.code).to.equal('question_not_found');
     expect((await get('/datasets/ds_rated/agreement?question=quality&records=all')).status).to.equal(200);
+  });
+
+  it('the typed client: getAgreement answers as the endpoint does, a refusal rejects with its code', async () => {
+    const client = createFeedbackClient({ baseUrl: stack.baseUrl, apiKey: READER.secret, retry: { maxAttempts: 1 } });
+    const answer = await client.getAgreement('ds_rated', { question: 'quality', level: 'nominal', annotators: ['A', 'C'] });
+    expect(answer).to.deep.equal((await get('/datasets/ds_rated/agreement?question=quality&level=nominal&annotators=A,C')).body);
+    const err = await client.getAgreement('ds_rated', { question: 'colour' }).then(() => undefined, (e: unknown) => e);
+    expect(err).to.be.instanceOf(FeedbackApiError);
+    expect((err as FeedbackApiError).code).to.equal('question_not_found');
   });
 
   it('needs the read scope, as /records does', async () => {
