@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { measureAgreement } from '../../api/agreement-measure.js';
+import { createRecordReader } from '../../api/reads.js';
 import { createFeedbackClient, FeedbackApiError } from '../../client/index.js';
 import { agreementScale } from '../../api/agreement-scale.js';
 import type { ResponseUnit } from '../../api/response-units.js';
@@ -7,8 +8,8 @@ import { AGREEMENT_LEVELS } from '../../shared/agreement.js';
 import type { DatasetDefinition } from '../../shared/dataset-definition.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
 import { KRIPPENDORFF_2011_C, KRIPPENDORFF_2011_C_ALPHA } from '../helpers/krippendorff-2011.js';
-import { insertSeed, seedReliabilityData, type SeededRecord } from '../helpers/read-seed.js';
-import { startStack, type HttpResult, type Stack } from '../helpers/stack.js';
+import { insertSeed, seedDocs, seedReliabilityData, type SeededRecord } from '../helpers/read-seed.js';
+import { records, responses, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
 
 const READER = { name: 'reader', secret: 'reader-secret-key-0004' } as const;
 const ADMIN = { name: 'ops', secret: 'ops-secret-key-0003' } as const;
@@ -49,7 +50,10 @@ describe('GET /datasets/{dataset_id}/agreement', () => {
     const submitted = seedReliabilityData({ datasetId: 'ds_rated', question: 'quality', observers: OBSERVERS, matrix: KRIPPENDORFF_2011_C });
     const drafts = seedReliabilityData({ datasetId: 'ds_rated', question: 'quality', observers: ['E', 'F'], matrix: [Array(12).fill(5), Array(12).fill(1)], status: 'draft' });
     rated = submitted.map((s, u) => ({ record: s.record, responses: [...s.responses, ...drafts[u]!.responses.map((r, i) => (i === 1 ? { ...r, status: 'discarded' } : r))] }));
-    await insertSeed(stack.db, rated);
+    // Observer by observer, so that a record's responses are not stored next to each other: only
+    // the cursor's sort brings them together.
+    await records(stack.db).insertMany(rated.map((s) => s.record) as never[]);
+    await responses(stack.db).insertMany(rated.flatMap((s) => s.responses).sort((a, b) => a.user_id.localeCompare(b.user_id)) as never[]);
     // The same matrix in a dataset without a definition, and a neighbour whose responses must not leak in.
     await insertSeed(stack.db, seedReliabilityData({ datasetId: 'ds_free', question: 'quality', observers: OBSERVERS, matrix: KRIPPENDORFF_2011_C }));
     await insertSeed(stack.db, seedReliabilityData({ datasetId: 'ds_rated_other', question: 'quality', observers: OBSERVERS, matrix: [[1, 1], [5, 5]] }));
@@ -115,6 +119,23 @@ describe('GET /datasets/{dataset_id}/agreement', () => {
     const err = await client.getAgreement('ds_rated', { question: 'colour' }).then(() => undefined, (e: unknown) => e);
     expect(err).to.be.instanceOf(FeedbackApiError);
     expect((err as FeedbackApiError).code).to.equal('question_not_found');
+  });
+
+  it('the store yields each record once, its responses together, in record order, across many driver batches', async () => {
+    // 2,500 records (more than two driver batches of responses), 0-3 responses each, inserted in shuffled id order.
+    const many = seedDocs({ datasetId: 'ds_many', count: 2500, responseTimesMs: (i, created) => Array.from({ length: i % 4 }, () => created) });
+    await insertSeed(stack.db, many);
+    const reader = createRecordReader({ db: stack.db, storeProfile: 'auto' });
+    const seen: string[] = [];
+    let values = 0;
+    for await (const unit of reader.submittedUnits({ datasetId: 'ds_many', question: 'helpful' })) {
+      expect(unit.values.map((x) => x.userId)).to.have.members(Array.from({ length: unit.values.length }, (_, j) => `annotator-${j}`));
+      seen.push(unit.recordId);
+      values += unit.values.length;
+    }
+    const expected = many.filter((s) => s.responses.length > 0).map((s) => s.record._id).sort();
+    expect(seen).to.deep.equal(expected);
+    expect(values).to.equal(many.reduce((sum, s) => sum + s.responses.length, 0));
   });
 
   it('needs the read scope, as /records does', async () => {
