@@ -1,6 +1,7 @@
 import { alphaOf, createCoincidenceMatrix, TooManyValuesError, type AgreementLevel, type CoincidenceMatrix, type ScaleValue } from '../shared/agreement.js';
 import type { AgreementBody } from '../shared/answers.js';
 import { AppError } from '../shared/errors.js';
+import { invalidInput } from './parse-input.js';
 import type { AgreementScale } from './agreement-scale.js';
 import type { ResponseUnit } from './response-units.js';
 
@@ -12,10 +13,6 @@ interface Tally {
   /** Values present in the store for the question, fitting or not. */
   seen: number;
   readonly annotators: Set<string>;
-}
-
-function invalid(path: string, message: string): AppError {
-  return new AppError('validation_failed', `${path} ${message}`, { details: [{ path, message }] });
 }
 
 /** The values of a unit that fit the scale, and their annotators; counts the rest. */
@@ -47,7 +44,7 @@ function alphaAt(matrix: CoincidenceMatrix, level: AgreementLevel): number | nul
   try {
     return alphaOf(matrix, level);
   } catch (err) {
-    if (err instanceof TypeError || err instanceof RangeError) throw invalid('query.level', `cannot be ${level} for these values: ${err.message}`);
+    if (err instanceof TypeError || err instanceof RangeError) throw invalidInput('query.level', `cannot be ${level} for these values: ${err.message}`);
     throw err;
   }
 }
@@ -94,13 +91,13 @@ export async function measureAgreement(question: string, scale: AgreementScale, 
       throw new AppError('question_not_found', `no submitted response of this dataset answers ${JSON.stringify(question)} (the dataset has no definition, so only its answers show which questions exist)`);
     }
     if (scale.level === undefined && tally.excluded === tally.seen) {
-      throw invalid('query.question', `has values that are not strings, numbers or booleans (lists or objects): agreement on them needs a dataset definition that gives ${JSON.stringify(question)} a type (multi_label for lists)`);
+      throw invalidInput('query.question', `has values that are not strings, numbers or booleans (lists or objects): agreement on them needs a dataset definition that gives ${JSON.stringify(question)} a type (multi_label for lists)`);
     }
     const level = scale.level ?? ([...matrix.marginals().keys()].every((x) => typeof x === 'number') ? 'interval' : 'nominal');
     return { question, level, alpha: alphaAt(matrix, level), ...counts() };
   } catch (err) {
     if (err instanceof TooManyValuesError) {
-      throw invalid('query.question', `has ${err.message} among its pairable values; alpha sums over every pair of distinct values, so this question is not measured (round its values, or compute it from the export)`);
+      throw invalidInput('query.question', `has ${err.message} among its pairable values; alpha sums over every pair of distinct values, so this question is not measured (round its values, or compute it from the export)`);
     }
     throw err;
   }

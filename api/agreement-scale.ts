@@ -1,6 +1,7 @@
 import type { AgreementLevel, ScaleValue } from '../shared/agreement.js';
 import type { DatasetDefinition } from '../shared/dataset-definition.js';
 import { AppError } from '../shared/errors.js';
+import { invalidInput } from './parse-input.js';
 
 /**
  * What a stored value of the question is on the chosen level, or undefined when it does not fit
@@ -34,10 +35,6 @@ const REFUSED_TYPES: Readonly<Record<string, string>> = {
     'a ranking orders all its options at once, and none of the four levels compares two orderings (per-option ranks are not independent values); ask for agreement on a label or rating question, or compute a rank correlation from the export',
 };
 
-function invalid(path: string, message: string): AppError {
-  return new AppError('validation_failed', `${path} ${message}`, { details: [{ path, message }] });
-}
-
 /** A value of the definition's own list: by itself (nominal, interval, ratio) or by its place in the list (ordinal). */
 function fromList<T extends string | number>(list: readonly T[], level: AgreementLevel): ToScale {
   const rank = new Map<unknown, number>(list.map((value, i) => [value, i]));
@@ -70,17 +67,17 @@ export function agreementScale(definition: DatasetDefinition | undefined, questi
     throw new AppError('question_not_found', `the dataset ${JSON.stringify(definition.id)} has no question ${JSON.stringify(questionName)} (its questions: ${definition.questions.map((q) => q.name).join(', ')})`);
   }
   const refusal = REFUSED_TYPES[question.type];
-  if (refusal !== undefined) throw invalid('query.question', `is a ${question.type} question: ${refusal}`);
+  if (refusal !== undefined) throw invalidInput('query.question', `is a ${question.type} question: ${refusal}`);
   const allowed: readonly AgreementLevel[] = LEVELS_BY_TYPE[question.type as keyof typeof LEVELS_BY_TYPE];
   const level = requested ?? allowed[0]!;
-  if (!allowed.includes(level)) throw invalid('query.level', `must be one of ${allowed.join(', ')} for a ${question.type} question`);
+  if (!allowed.includes(level)) throw invalidInput('query.level', `must be one of ${allowed.join(', ')} for a ${question.type} question`);
   switch (question.type) {
     case 'multi_label':
       return { kind: 'multi_label', level: 'nominal', options: question.options };
     case 'label':
       return { kind: 'scalar', level, toScale: fromList(question.options, level) };
     case 'rating':
-      if (level === 'ratio' && question.values.some((x) => x < 0)) throw invalid('query.level', 'ratio needs values ≥ 0 (an absolute zero); this rating has negative values');
+      if (level === 'ratio' && question.values.some((x) => x < 0)) throw invalidInput('query.level', 'ratio needs values ≥ 0 (an absolute zero); this rating has negative values');
       return { kind: 'scalar', level, toScale: fromList(question.values, level) };
     default:
       return { kind: 'scalar', level, toScale: finiteNumber };

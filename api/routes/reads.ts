@@ -4,7 +4,7 @@ import { MongoNetworkError, MongoServerSelectionError } from 'mongodb';
 import * as v from 'valibot';
 import { AppError } from '../../shared/errors.js';
 import type { IdMinter } from '../../shared/ids.js';
-import { parseQuery } from '../parse-input.js';
+import { invalidInput, parseQuery } from '../parse-input.js';
 import type { AuthenticatedKey } from '../key-verifier.js';
 import { mayReadDataset } from '../scopes.js';
 import { DatasetIdParam, ExportQuery, RecordListQuery, toListing } from '../read-query.js';
@@ -46,15 +46,11 @@ export async function fromStore<T>(deps: ReadRouteDeps, read: () => Promise<T>):
   }
 }
 
-function invalid(path: string, message: string): AppError {
-  return new AppError('validation_failed', `${path} ${message}`, { details: [{ path, message }] });
-}
-
 /** The `{dataset_id}` of the path, checked like a write's dataset id and against the key's scope. */
 export function readableDataset(ctx: ParamsContext): string {
   const datasetId = ctx.params['dataset_id'] ?? '';
   const parsed = v.safeParse(DatasetIdParam, datasetId);
-  if (!parsed.success) throw invalid('path.dataset_id', parsed.issues[0].message);
+  if (!parsed.success) throw invalidInput('path.dataset_id', parsed.issues[0].message);
   if (!mayReadDataset(apiKey(ctx), datasetId)) throw new AppError('forbidden', 'this API key may not read this dataset');
   return datasetId;
 }
@@ -90,12 +86,12 @@ export function listDatasetRecords(deps: ReadRouteDeps) {
     const datasetId = readableDataset(ctx);
     const query = parseQuery(RecordListQuery, ctx.query);
     const cursorDataset = query.cursor?.datasetId;
-    if (cursorDataset !== undefined && cursorDataset !== datasetId) throw invalid('query.cursor', 'belongs to another dataset than this query');
+    if (cursorDataset !== undefined && cursorDataset !== datasetId) throw invalidInput('query.cursor', 'belongs to another dataset than this query');
     try {
       ctx.body = await fromStore(deps, () => deps.reader.listRecords(datasetId, toListing(query)));
     } catch (err) {
       if (err instanceof TooManyUpdatedRecordsError) {
-        throw invalid('query.updated_since', `is too far back: ${err.message} (at most ${err.max}); choose a later time, or page without updated_since or export the dataset`);
+        throw invalidInput('query.updated_since', `is too far back: ${err.message} (at most ${err.max}); choose a later time, or page without updated_since or export the dataset`);
       }
       throw err;
     }
