@@ -87,10 +87,10 @@ export async function measureAgreement(question: string, scale: AgreementScale, 
       const { values, users } = fitting<ScaleValue>(unit, tally, scale.toScale);
       if (pairable(tally, users)) matrix.addUnit(values);
     }
-    if (scale.level === undefined && tally.seen === 0) {
+    if (!scale.defined && tally.seen === 0) {
       throw new AppError('question_not_found', `no submitted response of this dataset answers ${JSON.stringify(question)} (the dataset has no definition, so only its answers show which questions exist)`);
     }
-    if (scale.level === undefined && tally.excluded === tally.seen) {
+    if (!scale.defined && tally.excluded === tally.seen) {
       throw invalidInput('query.question', `has values that are not strings, numbers or booleans (lists or objects): agreement on them needs a dataset definition that gives ${JSON.stringify(question)} a type (multi_label for lists)`);
     }
     const level = scale.level ?? ([...matrix.marginals().keys()].every((x) => typeof x === 'number') ? 'interval' : 'nominal');

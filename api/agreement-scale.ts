@@ -11,12 +11,13 @@ import { invalidInput } from './parse-input.js';
 type ToScale = (stored: unknown) => ScaleValue | undefined;
 
 /**
- * How to compute a question's agreement. `scalar`: one value per response; `level` undefined
- * means "decided by the values" (a dataset without a definition: interval when every value is a
- * number, else nominal). `multi_label`: one binary nominal unit per option (chosen or not).
+ * How to compute a question's agreement. `scalar`: one value per response; without a definition
+ * (`defined` false) the values are taken as stored and, when no level was asked for (`level`
+ * undefined), decide it: interval when every value is a number, else nominal. `multi_label`: one
+ * binary nominal unit per option (chosen or not).
  */
 export type AgreementScale =
-  | { readonly kind: 'scalar'; readonly level: AgreementLevel | undefined; readonly toScale: ToScale }
+  | { readonly kind: 'scalar'; readonly defined: boolean; readonly level: AgreementLevel | undefined; readonly toScale: ToScale }
   | { readonly kind: 'multi_label'; readonly level: 'nominal'; readonly options: readonly string[] };
 
 /** The levels each question type allows, its default first. */
@@ -61,7 +62,7 @@ function scalar(stored: unknown): ScaleValue | undefined {
  * agreement.
  */
 export function agreementScale(definition: DatasetDefinition | undefined, questionName: string, requested: AgreementLevel | undefined): AgreementScale {
-  if (definition === undefined) return { kind: 'scalar', level: requested, toScale: scalar };
+  if (definition === undefined) return { kind: 'scalar', defined: false, level: requested, toScale: scalar };
   const question = definition.questions.find((q) => q.name === questionName);
   if (question === undefined) {
     throw new AppError('question_not_found', `the dataset ${JSON.stringify(definition.id)} has no question ${JSON.stringify(questionName)} (its questions: ${definition.questions.map((q) => q.name).join(', ')})`);
@@ -75,11 +76,11 @@ export function agreementScale(definition: DatasetDefinition | undefined, questi
     case 'multi_label':
       return { kind: 'multi_label', level: 'nominal', options: question.options };
     case 'label':
-      return { kind: 'scalar', level, toScale: fromList(question.options, level) };
+      return { kind: 'scalar', defined: true, level, toScale: fromList(question.options, level) };
     case 'rating':
       if (level === 'ratio' && question.values.some((x) => x < 0)) throw invalidInput('query.level', 'ratio needs values ≥ 0 (an absolute zero); this rating has negative values');
-      return { kind: 'scalar', level, toScale: fromList(question.values, level) };
+      return { kind: 'scalar', defined: true, level, toScale: fromList(question.values, level) };
     default:
-      return { kind: 'scalar', level, toScale: finiteNumber };
+      return { kind: 'scalar', defined: true, level, toScale: finiteNumber };
   }
 }

@@ -115,7 +115,11 @@ describe('agreement of a question (api/agreement-scale.ts, api/agreement-measure
     expect(ordinalOfText.details?.[0]?.path).to.equal('query.level');
     const lists = await refusal(() => measureAgreement('q', agreementScale(undefined, 'q', undefined), stream(unitsFrom([[['a'], ['b']], [['a'], ['a']]]))));
     expect(lists.details?.[0]?.path).to.equal('query.question');
-    expect((await refusal(() => measureAgreement('q', agreementScale(undefined, 'q', undefined), stream([])))).code).to.equal('question_not_found');
+    for (const level of [undefined, 'nominal'] as const) {
+      expect((await refusal(() => measureAgreement('q', agreementScale(undefined, 'q', level), stream([])))).code, String(level)).to.equal('question_not_found');
+    }
+    const listsAtNominal = await refusal(() => measureAgreement('q', agreementScale(undefined, 'q', 'nominal'), stream(unitsFrom([[['a'], ['b']]]))));
+    expect(listsAtNominal.details?.[0]?.path).to.equal('query.question');
   });
 
   it('ratio on a rating with negative values is refused; levels a type does not allow are refused', async () => {
