@@ -25,6 +25,7 @@ import { WRITE_KINDS, type WriteKind } from './write-kinds.js';
 import { NO_DATASET_GATE, type DatasetGate } from './dataset-gate.js';
 import { DATASETS_PATH, getDataset, getDatasetSchema, listDatasets, putDataset, type DatasetRouteDeps } from './routes/datasets.js';
 import { exportDataset, getFeedbackRecord, listDatasetRecords, requireRead } from './routes/reads.js';
+import { getAgreement } from './routes/agreement.js';
 import type { RecordReader } from './reads.js';
 import { getHealthz, getMetrics, getReadyz } from './routes/service.js';
 import { createOpenApiDocument } from './openapi.js';
@@ -97,6 +98,7 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
     router.get('/feedback-record/:id', ...read, getFeedbackRecord(readDeps));
     router.get('/datasets/:dataset_id/records', ...read, listDatasetRecords(readDeps));
     router.get('/datasets/:dataset_id/export', ...read, exportDataset(readDeps));
+    router.get('/datasets/:dataset_id/agreement', ...read, getAgreement({ ...readDeps, registry: deps.datasets?.registry }));
   }
   router.get('/healthz', getHealthz());
   router.get('/openapi.json', getOpenApi(createOpenApiDocument({ batchRequestMaxItems: deps.batchRequestMaxItems })));

@@ -1,5 +1,5 @@
 import * as v from 'valibot';
-import { AcceptedBody, BatchBody, RecordPage, RecordView } from '../shared/answers.js';
+import { AcceptedBody, AgreementBody, BatchBody, RecordPage, RecordView } from '../shared/answers.js';
 import { DatasetListQuery, DatasetPage } from '../shared/dataset-admin.js';
 import { DatasetDefinition, DatasetDefinitionInput } from '../shared/dataset-definition.js';
 import { DeadLetterDetail, DeadLetterListQuery, DeadLetterPage, DeadLetterRequeued, DeadLetterSummary } from '../shared/dead-letter-admin.js';
@@ -7,7 +7,7 @@ import type { ErrorCode } from '../shared/errors.js';
 import { BatchResponseToNewRecord, DatasetId, FeedbackRecordBody, feedbackBatchBody, FeedbackResponseBody, FeedbackTokenBody } from '../shared/schemas.js';
 import { IDEMPOTENCY_KEY_RE } from './idempotency.js';
 import { buildOpenApiDocument, type OpenApiDocument, type OperationSpec, type Paths } from './openapi-build.js';
-import { DatasetIdParam, RecordListQuery } from './read-query.js';
+import { AgreementQuery, DatasetIdParam, RecordListQuery } from './read-query.js';
 import { UPDATED_SINCE_MAX_RECORDS } from './reads.js';
 import { DatasetSchemas, DeadLetterPurged, FeedbackTokenAnswer, HealthBody, ReadinessBody } from './answers.js';
 import { BATCH_STATUS, FEEDBACK_BATCH_PATH } from './write-pipeline.js';
@@ -147,6 +147,23 @@ const paths = (batchRequestMaxItems: number, batchBody: v.GenericSchema): Paths 
       answers: { 200: { description: 'NDJSON: each line a `RecordView` with its responses.', media: 'application/x-ndjson' } },
     },
   },
+  '/datasets/{dataset_id}/agreement': {
+    get: {
+      operationId: 'getAgreement',
+      summary: "Krippendorff's alpha of one question over the dataset's submitted responses",
+      description:
+        'Read scope for the dataset (or admin). Units are records, observers annotators (`user_id`), the value `values[question]` of each `submitted` response; ' +
+        'a record with fewer than two values is not pairable. The level defaults by question type (label nominal, rating ordinal by the order of its `values`, number interval); ' +
+        'multi_label is binary nominal per option (`options`) with a pooled top-level alpha; ranking, text and json are 400. ' +
+        'A dataset without a definition: the values decide (every value a number: interval, else nominal; lists or objects: 400). ' +
+        'Computed on each call from one cursor over the responses sorted by record: memory grows with the distinct values and annotators, not with the records.',
+      access: 'read',
+      path: READ_DATASET_ID,
+      query: AgreementQuery,
+      codes: ['validation_failed', 'question_not_found'],
+      answers: { 200: { description: 'The alpha and what it was computed over.', json: AgreementBody } },
+    },
+  },
   '/healthz': {
     get: { operationId: 'getHealthz', summary: 'The process is up', access: 'public', answers: { 200: { description: 'Up.', json: HealthBody } } },
   },
@@ -256,6 +273,7 @@ export function createOpenApiDocument(options: { batchRequestMaxItems: number })
       DatasetDefinitionInput,
       DatasetDefinition,
       RecordView,
+      AgreementResponse: AgreementBody,
     },
     components: {
       securitySchemes: {

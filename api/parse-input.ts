@@ -17,6 +17,11 @@ export function parseQuery<S extends v.GenericSchema>(schema: S, query: Readonly
   return parseInput(schema, input, 'query.');
 }
 
+/** A 400 `validation_failed` for one problem of the request, at `path` (`query.level`, `path.dataset_id`). */
+export function invalidInput(path: string, message: string): AppError {
+  return new AppError('validation_failed', `${path} ${message}`, { details: [{ path, message }] });
+}
+
 function parseInput<S extends v.GenericSchema>(schema: S, input: unknown, prefix: string): v.InferOutput<S> {
   const result = v.safeParse(schema, input, { abortEarly: false });
   if (result.success) return result.output;

@@ -1,5 +1,6 @@
 import * as v from 'valibot';
-import { DatasetId, queryLimit } from '../shared/schemas.js';
+import { AGREEMENT_LEVELS } from '../shared/agreement.js';
+import { DatasetId, keyNameProblem, queryLimit } from '../shared/schemas.js';
 
 /** Most records one page of `GET /datasets/{id}/records` returns; the default is {@link DEFAULT_PAGE_LIMIT}. */
 export const MAX_PAGE_LIMIT = 500;
@@ -136,3 +137,43 @@ export function toListing(query: v.InferOutput<typeof RecordListQuery>): RecordL
     after,
   };
 }
+
+/** Most annotators one `annotators=` filter names. */
+export const MAX_AGREEMENT_ANNOTATORS = 100;
+
+/**
+ * The query string of `GET /datasets/{dataset_id}/agreement`: `question` (required), `level`
+ * (default by question type), `annotators` (comma-separated `user_id`s), `records` (`all`;
+ * `completed` is refused until records have a completion status, issue 25 §1).
+ */
+export const AgreementQuery = v.strictObject({
+  question: v.pipe(
+    v.string('is required: the name of the question to measure'),
+    v.check((s) => keyNameProblem(s) === undefined, (issue) => `must be a question name (${keyNameProblem(issue.input as string) ?? ''})`),
+    v.description('The question (`values` key) to measure.'),
+  ),
+  level: v.exactOptional(
+    v.pipe(
+      v.picklist(AGREEMENT_LEVELS, `must be one of ${AGREEMENT_LEVELS.join(', ')}`),
+      v.description('Level of measurement; default by question type: label nominal, rating ordinal, number interval, multi_label nominal (per option); without a definition interval when every value is a number, else nominal.'),
+    ),
+  ),
+  annotators: v.exactOptional(
+    v.pipe(
+      v.string('must be a comma-separated list of user_ids'),
+      v.description(`Only these annotators (comma-separated \`user_id\`s, at most ${MAX_AGREEMENT_ANNOTATORS}; a user_id holding a comma cannot be named here).`),
+      v.transform((s) => s.split(',')),
+      v.check((list) => list.every((id) => id.length > 0 && id.length <= 256), 'must be user_ids of 1-256 characters, separated by single commas'),
+      v.check((list) => list.length <= MAX_AGREEMENT_ANNOTATORS, `must name at most ${MAX_AGREEMENT_ANNOTATORS} annotators`),
+      v.transform((list) => [...new Set(list)]),
+    ),
+  ),
+  records: v.exactOptional(
+    v.pipe(
+      v.picklist(['all', 'completed'], 'must be all or completed'),
+      v.check((s) => s !== 'completed', 'records=completed needs records that carry a completion status (the completion rule of issue 25 §1), which this release does not have yet; omit it to measure every record'),
+      v.description('`all` (default). `completed` is refused (400) until datasets have a completion rule (records whose status is `completed`).'),
+      v.metadata({ default: 'all' }),
+    ),
+  ),
+});

@@ -4,6 +4,7 @@ import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { detectStoreProfile, type StoreProfile } from '../shared/store-profile.js';
 import { encodeCursor, type RecordListing } from './read-query.js';
+import { submittedUnits, type ResponseUnit, type UnitQuery } from './response-units.js';
 
 /** `updated_since` names more records touched by responses than one listing looks up; see {@link UPDATED_SINCE_MAX_RECORDS}. */
 export class TooManyUpdatedRecordsError extends Error {
@@ -36,6 +37,8 @@ export interface RecordReader {
    * early (`return()`, as a destroyed stream does) closes the cursor.
    */
   exportDataset(datasetId: string): AsyncGenerator<string, void, undefined>;
+  /** A dataset's submitted responses to one question, one record at a time (api/response-units.ts). */
+  submittedUnits(query: UnitQuery): AsyncGenerator<ResponseUnit, void, undefined>;
 }
 
 interface RecordReaderOptions {
@@ -117,6 +120,8 @@ export function createRecordReader(options: RecordReaderOptions): RecordReader {
   }
 
   return {
+    submittedUnits: (query) => submittedUnits(responses, query),
+
     async getRecord(id) {
       const doc = await records.findOne({ _id: id });
       if (doc === null) return undefined;

@@ -2,7 +2,7 @@ import type { ErrorDetail } from '../shared/errors.js';
 import { FeedbackApiError, type FeedbackErrorCode } from './errors.js';
 import { ndjsonValues } from './ndjson.js';
 import { DEFAULT_RETRY_POLICY, nextStep, parseRetryAfter, type AttemptOutcome, type RetryPolicy } from './retry.js';
-import type { Accepted, BatchItemInput, BatchResult, ListRecordsQuery, RecordInput, RecordPage, RecordView, ResponseInput } from './types.js';
+import type { Accepted, Agreement, AgreementQuery, BatchItemInput, BatchResult, ListRecordsQuery, RecordInput, RecordPage, RecordView, ResponseInput } from './types.js';
 
 export { FeedbackApiError, isFeedbackApiError, type FeedbackErrorCode } from './errors.js';
 export { DEFAULT_RETRY_POLICY, isRetryable, nextStep, parseRetryAfter, retryDelayMs, type AttemptOutcome, type RetryDecision, type RetryPolicy } from './retry.js';
@@ -64,6 +64,8 @@ export interface FeedbackClient {
    * until the answer starts; after that, stop iterating to end the download.
    */
   exportRecords(datasetId: string, options?: Omit<CallOptions, 'idempotencyKey'>): AsyncGenerator<RecordView, void, undefined>;
+  /** `GET /datasets/{id}/agreement`: Krippendorff's alpha of one question over the submitted responses. */
+  getAgreement(datasetId: string, query: AgreementQuery, options?: CallOptions): Promise<Agreement>;
 }
 
 interface ErrorBody {
@@ -103,11 +105,12 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
-function queryString(query: ListRecordsQuery): string {
+function queryString(query: ListRecordsQuery | AgreementQuery): string {
   const params = new URLSearchParams();
   for (const [name, value] of Object.entries(query) as [string, unknown][]) {
     if (value === undefined) continue;
-    params.set(name, value instanceof Date ? value.toISOString() : String(value));
+    // A list (annotators) is one comma-separated parameter: the API refuses a repeated one.
+    params.set(name, value instanceof Date ? value.toISOString() : Array.isArray(value) ? value.join(',') : String(value));
   }
   const text = params.toString();
   return text === '' ? '' : `?${text}`;
@@ -222,6 +225,7 @@ export function createFeedbackClient(options: FeedbackClientOptions): FeedbackCl
         cursor = page.next_cursor ?? undefined;
       } while (cursor !== undefined);
     },
+    getAgreement: (datasetId, query, callOptions) => get<Agreement>(`/datasets/${segment(datasetId)}/agreement${queryString(query)}`, callOptions),
     async *exportRecords(datasetId, callOptions = {}) {
       const { res } = await call('GET', `/datasets/${segment(datasetId)}/export`, undefined, callOptions, false);
       if (res.body === null) return;

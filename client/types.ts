@@ -20,8 +20,9 @@ export type { AcceptedBody as Accepted, BatchBody as BatchResult, BatchItemResul
 export type { ResponseStatus } from '../shared/schemas.js';
 export type { ErrorDetail } from '../shared/errors.js';
 
-/** What the read API answers (GET /feedback-record/{id}, /datasets/{id}/records, /datasets/{id}/export). */
-export type { RecordPage, RecordView, ResponseView } from '../shared/answers.js';
+/** What the read API answers (GET /feedback-record/{id}, /datasets/{id}/records, /datasets/{id}/export, /datasets/{id}/agreement). */
+export type { AgreementBody as Agreement, RecordPage, RecordView, ResponseView } from '../shared/answers.js';
+export type { AgreementLevel } from '../shared/agreement.js';
 
 /** Query of `listRecords`. */
 export interface ListRecordsQuery {
@@ -35,4 +36,14 @@ export interface ListRecordsQuery {
   readonly responses?: boolean;
   /** `next_cursor` of the previous page. */
   readonly cursor?: string;
+}
+
+/** Query of `getAgreement` (`GET /datasets/{id}/agreement`). */
+export interface AgreementQuery {
+  /** The question (`values` key) to measure. */
+  readonly question: string;
+  /** Default by question type: label nominal, rating ordinal, number interval. */
+  readonly level?: 'nominal' | 'ordinal' | 'interval' | 'ratio';
+  /** Only these annotators' responses (`user_id`s without commas; at most 100). */
+  readonly annotators?: readonly string[];
 }

@@ -1,6 +1,7 @@
 import * as v from 'valibot';
 import { ErrorDetail, type ErrorCode } from './errors.js';
 import { ResponseStatus } from './schemas.js';
+import { AGREEMENT_LEVELS } from './agreement.js';
 
 /*
  * The success bodies of the write endpoints: built by the API (api/write-kinds.ts, api/write-pipeline.ts),
@@ -71,3 +72,27 @@ export const RecordPage = v.object({
   next_cursor: v.pipe(v.nullable(v.string()), v.description('Pass as `cursor` for the next page; null once the listing reached the end.')),
 });
 export type RecordPage = v.InferOutput<typeof RecordPage>;
+
+const Count = (description: string) => v.pipe(v.number(), v.integer(), v.minValue(0), v.description(description));
+const Alpha = v.pipe(
+  v.nullable(v.number()),
+  v.description("Krippendorff's alpha: 1 perfect agreement, 0 what chance would give, below 0 systematic disagreement; null when undefined (fewer than two pairable values, or all of them the same)."),
+);
+
+/** The 200 body of `GET /datasets/{dataset_id}/agreement`. */
+export const AgreementBody = v.object({
+  question: v.string(),
+  level: v.pipe(v.picklist(AGREEMENT_LEVELS), v.description('The level of measurement the alpha was computed at: the one asked for, or the default of the question type.')),
+  alpha: Alpha,
+  units: Count('Pairable units: records with values from at least two annotators.'),
+  annotators: Count('Distinct annotators with a value in a pairable unit.'),
+  pairable_values: Count('n: the values in pairable units (one per annotator and record).'),
+  excluded_values: Count("Stored values left out as missing because they do not fit the question's scale now (not one of its options or values, a wrong type), e.g. written before its definition changed."),
+  options: v.exactOptional(
+    v.pipe(
+      v.array(v.object({ option: v.string(), alpha: Alpha, chosen: Count('Pairable values that include this option.') })),
+      v.description('multi_label only: the binary nominal alpha of each option (chosen or not); the top-level alpha pools every (record, option) pair as one unit.'),
+    ),
+  ),
+});
+export type AgreementBody = v.InferOutput<typeof AgreementBody>;

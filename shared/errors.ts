@@ -22,6 +22,7 @@ export const ErrorCode = {
   headers_too_large: { status: 431, description: 'The request headers are larger than Node\'s limit (16 KiB); the connection is closed.' },
   not_found: { status: 404, description: 'Unknown path.' },
   dataset_not_found: { status: 404, description: 'The dataset has no definition and the server runs with `DATASETS=strict`; or `GET /datasets/{id}` of an undefined dataset.' },
+  question_not_found: { status: 404, description: 'GET /datasets/{id}/agreement: the dataset\'s definition has no such question, or (no definition) no submitted response answers it.' },
   record_not_found: { status: 404, description: 'The record is neither stored nor accepted and queued.' },
   record_pending: { status: 404, description: 'The record id is one this service accepted, but the worker has not stored the record yet; retry after `Retry-After`.', headers: ['Retry-After'] },
   method_not_allowed: { status: 405, description: 'Known path, wrong method; `Allow` lists the methods.', headers: ['Allow'] },

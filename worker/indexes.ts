@@ -10,6 +10,8 @@ const INDEXES: readonly { readonly collection: string; readonly index: IndexDesc
   { collection: COLLECTIONS.responses, index: { key: { feedback_record_id: 1, user_id: 1 }, name: 'record_user_unique', unique: true } },
   // Also the read API's `updated_since` (responses of a dataset changed since a time).
   { collection: COLLECTIONS.responses, index: { key: { feedback_dataset_id: 1, updated_at: 1 }, name: 'dataset_updated' } },
+  // The agreement endpoint reads a dataset's submitted responses in record order, a unit at a time.
+  { collection: COLLECTIONS.responses, index: { key: { feedback_dataset_id: 1, status: 1, feedback_record_id: 1 }, name: 'dataset_status_record' } },
   { collection: COLLECTIONS.responseLeases, index: { key: { epoch: 1 }, name: 'epoch' } },
   { collection: COLLECTIONS.deadLetters, index: { key: { failed_at: 1 }, name: 'failed_at' } },
 ];

@@ -4,13 +4,13 @@ import { MongoNetworkError, MongoServerSelectionError } from 'mongodb';
 import * as v from 'valibot';
 import { AppError } from '../../shared/errors.js';
 import type { IdMinter } from '../../shared/ids.js';
-import { parseQuery } from '../parse-input.js';
+import { invalidInput, parseQuery } from '../parse-input.js';
 import type { AuthenticatedKey } from '../key-verifier.js';
 import { mayReadDataset } from '../scopes.js';
 import { DatasetIdParam, ExportQuery, RecordListQuery, toListing } from '../read-query.js';
 import { TooManyUpdatedRecordsError, type RecordReader } from '../reads.js';
 
-interface ReadRouteDeps {
+export interface ReadRouteDeps {
   readonly reader: RecordReader;
   readonly ids: IdMinter;
   readonly retryAfterSeconds: number;
@@ -35,7 +35,7 @@ export function requireRead(): ApiMiddleware {
 const STORE_DOWN_ERRORS = new Set(['MongoTopologyClosedError', 'MongoNotConnectedError', 'MongoPoolClearedError', 'MongoOperationTimeoutError']);
 
 /** MongoDB unreachable is the store's moment, not a bug: 503 with Retry-After instead of 500. */
-async function fromStore<T>(deps: ReadRouteDeps, read: () => Promise<T>): Promise<T> {
+export async function fromStore<T>(deps: ReadRouteDeps, read: () => Promise<T>): Promise<T> {
   try {
     return await read();
   } catch (err) {
@@ -46,15 +46,11 @@ async function fromStore<T>(deps: ReadRouteDeps, read: () => Promise<T>): Promis
   }
 }
 
-function invalid(path: string, message: string): AppError {
-  return new AppError('validation_failed', `${path} ${message}`, { details: [{ path, message }] });
-}
-
 /** The `{dataset_id}` of the path, checked like a write's dataset id and against the key's scope. */
-function readableDataset(ctx: ParamsContext): string {
+export function readableDataset(ctx: ParamsContext): string {
   const datasetId = ctx.params['dataset_id'] ?? '';
   const parsed = v.safeParse(DatasetIdParam, datasetId);
-  if (!parsed.success) throw invalid('path.dataset_id', parsed.issues[0].message);
+  if (!parsed.success) throw invalidInput('path.dataset_id', parsed.issues[0].message);
   if (!mayReadDataset(apiKey(ctx), datasetId)) throw new AppError('forbidden', 'this API key may not read this dataset');
   return datasetId;
 }
@@ -90,12 +86,12 @@ export function listDatasetRecords(deps: ReadRouteDeps) {
     const datasetId = readableDataset(ctx);
     const query = parseQuery(RecordListQuery, ctx.query);
     const cursorDataset = query.cursor?.datasetId;
-    if (cursorDataset !== undefined && cursorDataset !== datasetId) throw invalid('query.cursor', 'belongs to another dataset than this query');
+    if (cursorDataset !== undefined && cursorDataset !== datasetId) throw invalidInput('query.cursor', 'belongs to another dataset than this query');
     try {
       ctx.body = await fromStore(deps, () => deps.reader.listRecords(datasetId, toListing(query)));
     } catch (err) {
       if (err instanceof TooManyUpdatedRecordsError) {
-        throw invalid('query.updated_since', `is too far back: ${err.message} (at most ${err.max}); choose a later time, or page without updated_since or export the dataset`);
+        throw invalidInput('query.updated_since', `is too far back: ${err.message} (at most ${err.max}); choose a later time, or page without updated_since or export the dataset`);
       }
       throw err;
     }

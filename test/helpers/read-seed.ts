@@ -99,3 +99,32 @@ export function expectedView(seeded: SeededRecord, withResponses = true): Record
 export function byCreatedThenId(a: SeededRecord, b: SeededRecord): number {
   return a.record.created_at.getTime() - b.record.created_at.getTime() || (a.record._id < b.record._id ? -1 : a.record._id > b.record._id ? 1 : 0);
 }
+
+/**
+ * A reliability data matrix (observers × units, null = no value) stored as records and responses:
+ * unit u is record `<datasetId>-unit-<u>`, observer i answers it as `observers[i]` with
+ * `{[question]: value}` and `status` (default submitted).
+ */
+export function seedReliabilityData(options: {
+  readonly datasetId: string;
+  readonly question: string;
+  readonly observers: readonly string[];
+  readonly matrix: readonly (readonly unknown[])[];
+  readonly status?: string;
+  /** Suffix of the response ids, so that a second matrix on the same records does not collide. */
+  readonly tag?: string;
+}): SeededRecord[] {
+  const width = Math.max(...options.matrix.map((row) => row.length));
+  return Array.from({ length: width }, (_, u) => {
+    const id = `${options.datasetId}-unit-${String(u).padStart(3, '0')}`;
+    const created = new Date(BASE_MS + u);
+    const record: RecordDoc = { _id: id, feedback_dataset_id: options.datasetId, field_to_value: { prompt: `unit ${u}` }, status: 'submitted', api_key: 'seed', request_id: `seed-${u}`, created_at: created, updated_at: created };
+    const responses = options.matrix.flatMap((row, i): ResponseDoc[] => {
+      const value = row[u];
+      if (value === null || value === undefined) return [];
+      const userId = options.observers[i]!;
+      return [{ _id: `${id}-rsp-${userId}${options.tag ?? ''}`, feedback_record_id: id, feedback_dataset_id: options.datasetId, user_id: userId, status: options.status ?? 'submitted', values: { [options.question]: value }, seq: 1, api_key: 'seed', request_id: `seed-${u}-${i}`, created_at: created, updated_at: created }];
+    });
+    return { record, responses };
+  });
+}

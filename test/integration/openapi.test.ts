@@ -117,6 +117,25 @@ describe('GET /openapi.json', () => {
     for (const path of ['/healthz', '/readyz', '/metrics', '/openapi.json']) expect(operation(doc, path, 'get')['security'], path).to.deep.equal([]);
   });
 
+  it('documents GET /datasets/{dataset_id}/agreement: its query as the route parses it, its codes, and a real answer matches its schema', async () => {
+    const op = operation(doc, '/datasets/{dataset_id}/agreement', 'get');
+    const query = (op['parameters'] as Json[]).filter((p) => p['in'] === 'query');
+    expect(query.map((p) => [p['name'], p['required']])).to.have.deep.members([['question', true], ['level', false], ['annotators', false], ['records', false]]);
+    expect((query.find((p) => p['name'] === 'level')!['schema'] as Json)['enum']).to.deep.equal(['nominal', 'ordinal', 'interval', 'ratio']);
+    const codes = codesByStatus(op['responses']);
+    expect(codes.get('400')).to.include('validation_failed');
+    expect(codes.get('404')).to.include('question_not_found');
+    expect(codes.get('403')).to.include('forbidden');
+    await stack.db.collection('feedback_responses').insertMany(
+      ['A', 'B'].map((user, i) => ({ _id: `rsp-agree-${user}`, feedback_record_id: 'rec-agree', feedback_dataset_id: 'ds_openapi_agree', user_id: user, status: 'submitted', values: { q: i }, seq: 1, api_key: 'seed', request_id: 'seed', created_at: new Date(), updated_at: new Date() })) as never[],
+    );
+    const res = await stack.request('/datasets/ds_openapi_agree/agreement?question=q', { method: 'GET', headers: { Authorization: `Bearer ${TEST_KEY.secret}` } });
+    expect(res.status, res.text).to.equal(200);
+    const valid = ajv.compile(schemaOf(doc, op['responses']['200']));
+    expect(valid(res.body), JSON.stringify(valid.errors)).to.equal(true);
+    expect((await stack.request('/datasets/ds_openapi_agree/agreement?question=q&undocumented=1', { method: 'GET', headers: { Authorization: `Bearer ${TEST_KEY.secret}` } })).status).to.equal(400);
+  });
+
   it('documents the admin endpoints, and a real dead-letter list and entry match their schemas', async () => {
     for (const [path, method] of [['/admin/dead-letters', 'get'], ['/admin/dead-letters/{id}', 'get'], ['/admin/dead-letters/{id}', 'delete'], ['/admin/dead-letters/{id}/retry', 'post'], ['/admin/queues', 'get'], ['/datasets', 'get'], ['/datasets/{id}', 'put'], ['/datasets/{id}', 'get']] as const) {
       const op = operation(doc, path, method);

@@ -92,7 +92,7 @@ describe('read endpoints: MongoDB unreachable', () => {
     const api = await startApi(config, silentLogger);
     try {
       const minted = createIdMinter(config.idSigningSecrets).newRecordId('ds_a');
-      for (const path of [`/feedback-record/${minted}`, '/datasets/ds_a/records', '/datasets/ds_a/export']) {
+      for (const path of [`/feedback-record/${minted}`, '/datasets/ds_a/records', '/datasets/ds_a/export', '/datasets/ds_a/agreement?question=helpful']) {
         const res = await fetch(`http://127.0.0.1:${api.port}${path}`, { headers: { Authorization: `Bearer ${READER.secret}` } });
         expect(res.status, path).to.equal(503);
         expect(res.headers.get('retry-after'), path).to.equal('1');

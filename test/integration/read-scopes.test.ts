@@ -15,7 +15,7 @@ describe('read endpoints: scopes', () => {
   let recordA: string;
   let recordB: string;
   const get = (path: string, secret: string): Promise<HttpResult> => stack.request(path, { headers: { Authorization: `Bearer ${secret}` } });
-  const paths = (dataset: string, record: string) => [`/feedback-record/${record}`, `/datasets/${dataset}/records`, `/datasets/${dataset}/export`];
+  const paths = (dataset: string, record: string) => [`/feedback-record/${record}`, `/datasets/${dataset}/records`, `/datasets/${dataset}/export`, `/datasets/${dataset}/agreement?question=helpful`];
 
   before(async () => {
     stack = await startStack(testConfig({ API_KEYS, READ_API_KEY_NAMES: READER.name, ADMIN_API_KEY_NAMES: ADMIN.name, API_KEYS_REFRESH_MS: '100' }));

@@ -1,0 +1,104 @@
+import { alphaOf, createCoincidenceMatrix, TooManyValuesError, type AgreementLevel, type CoincidenceMatrix, type ScaleValue } from '../shared/agreement.js';
+import type { AgreementBody } from '../shared/answers.js';
+import { AppError } from '../shared/errors.js';
+import { invalidInput } from './parse-input.js';
+import type { AgreementScale } from './agreement-scale.js';
+import type { ResponseUnit } from './response-units.js';
+
+/** What the units brought besides the coincidences: counts and who. */
+interface Tally {
+  units: number;
+  pairableValues: number;
+  excluded: number;
+  /** Values present in the store for the question, fitting or not. */
+  seen: number;
+  readonly annotators: Set<string>;
+}
+
+/** The values of a unit that fit the scale, and their annotators; counts the rest. */
+function fitting<T>(unit: ResponseUnit, tally: Tally, toScale: (stored: unknown) => T | undefined): { values: T[]; users: string[] } {
+  const values: T[] = [];
+  const users: string[] = [];
+  for (const { userId, value } of unit.values) {
+    tally.seen++;
+    const fit = toScale(value);
+    if (fit === undefined) tally.excluded++;
+    else {
+      values.push(fit);
+      users.push(userId);
+    }
+  }
+  return { values, users };
+}
+
+function pairable(tally: Tally, users: readonly string[]): boolean {
+  if (users.length < 2) return false;
+  tally.units++;
+  tally.pairableValues += users.length;
+  for (const user of users) tally.annotators.add(user);
+  return true;
+}
+
+/** α of `matrix`, with the module's refusals (a non-number at a numeric level, a negative ratio value) as 400s. */
+function alphaAt(matrix: CoincidenceMatrix, level: AgreementLevel): number | null {
+  try {
+    return alphaOf(matrix, level);
+  } catch (err) {
+    if (err instanceof TypeError || err instanceof RangeError) throw invalidInput('query.level', `cannot be ${level} for these values: ${err.message}`);
+    throw err;
+  }
+}
+
+function stringList(stored: unknown): ReadonlySet<string> | undefined {
+  return Array.isArray(stored) && stored.every((x) => typeof x === 'string') ? new Set(stored as string[]) : undefined;
+}
+
+/**
+ * Krippendorff's alpha of `question` over `units` (one record's submitted responses each, in any
+ * order), accumulated unit by unit: memory holds the coincidence matrix (distinct values, and
+ * pairs of them that met), the annotators counted and one unit, never the dataset.
+ */
+export async function measureAgreement(question: string, scale: AgreementScale, units: AsyncIterable<ResponseUnit>): Promise<AgreementBody> {
+  const tally: Tally = { units: 0, pairableValues: 0, excluded: 0, seen: 0, annotators: new Set() };
+  const counts = () => ({ units: tally.units, annotators: tally.annotators.size, pairable_values: tally.pairableValues, excluded_values: tally.excluded });
+  try {
+    if (scale.kind === 'multi_label') {
+      const pooled = createCoincidenceMatrix();
+      const byOption = new Map(scale.options.map((option) => [option, createCoincidenceMatrix()]));
+      for await (const unit of units) {
+        const { values, users } = fitting(unit, tally, stringList);
+        if (!pairable(tally, users)) continue;
+        for (const [option, matrix] of byOption) {
+          const chosen = values.map((set) => set.has(option));
+          matrix.addUnit(chosen);
+          pooled.addUnit(chosen);
+        }
+      }
+      return {
+        question,
+        level: 'nominal',
+        alpha: alphaAt(pooled, 'nominal'),
+        ...counts(),
+        options: [...byOption].map(([option, matrix]) => ({ option, alpha: alphaAt(matrix, 'nominal'), chosen: matrix.marginals().get(true) ?? 0 })),
+      };
+    }
+    const matrix = createCoincidenceMatrix();
+    for await (const unit of units) {
+      const { values, users } = fitting<ScaleValue>(unit, tally, scale.toScale);
+      if (pairable(tally, users)) matrix.addUnit(values);
+    }
+    if (!scale.defined && tally.seen === 0) {
+      throw new AppError('question_not_found', `no submitted response of this dataset answers ${JSON.stringify(question)} (the dataset has no definition, so only its answers show which questions exist)`);
+    }
+    if (!scale.defined && tally.excluded === tally.seen) {
+      throw invalidInput('query.question', `has values that are not strings, numbers or booleans (lists or objects): agreement on them needs a dataset definition that gives ${JSON.stringify(question)} a type (multi_label for lists)`);
+    }
+    const level = scale.level ?? ([...matrix.marginals().keys()].every((x) => typeof x === 'number') ? 'interval' : 'nominal');
+    return { question, level, alpha: alphaAt(matrix, level), ...counts() };
+  } catch (err) {
+    if (err instanceof TooManyValuesError) {
+      throw invalidInput('query.question', `has ${err.message} among its pairable values; alpha sums over every pair of distinct values, so this question is not measured (round its values, or compute it from the export)`);
+    }
+    throw err;
+  }
+}
