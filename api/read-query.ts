@@ -1,4 +1,5 @@
 import * as v from 'valibot';
+import { decodeCursorText, encodeCursorText } from '../shared/cursor-text.js';
 import { AGREEMENT_LEVELS } from '../shared/agreement.js';
 import { DatasetId, keyNameProblem, queryLimit } from '../shared/schemas.js';
 
@@ -52,19 +53,12 @@ const CURSOR_VERSION = 2;
  * the position inside a dataset the key may read anyway.
  */
 export function encodeCursor(cursor: PageCursor): string {
-  const json = JSON.stringify([CURSOR_VERSION, cursor.order === 'newest' ? 'n' : 'o', cursor.createdAtMs, cursor.id, cursor.updatedSinceMs, cursor.datasetId]);
-  return Buffer.from(json, 'utf8').toString('base64url');
+  return encodeCursorText([CURSOR_VERSION, cursor.order === 'newest' ? 'n' : 'o', cursor.createdAtMs, cursor.id, cursor.updatedSinceMs, cursor.datasetId]);
 }
 
 export function decodeCursor(text: string): PageCursor | undefined {
-  if (!/^[A-Za-z0-9_-]{1,2048}$/.test(text)) return undefined;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'));
-  } catch {
-    return undefined;
-  }
-  if (!Array.isArray(parsed)) return undefined;
+  const parsed = decodeCursorText(text);
+  if (parsed === undefined) return undefined;
   const [version, order, createdAtMs, id, updatedSinceMs, datasetId] = parsed as unknown[];
   if (!((version === 1 && parsed.length === 5) || (version === CURSOR_VERSION && parsed.length === 6 && typeof datasetId === 'string'))) return undefined;
   if (order !== 'n' && order !== 'o') return undefined;

@@ -5,6 +5,7 @@ import type { ErrorDetail } from './errors.js';
 import { COLLECTIONS } from './mongo.js';
 import { DatasetId, queryLimit } from './schemas.js';
 import { toDetails } from './issue-details.js';
+import { decodeCursorText, encodeCursorText } from './cursor-text.js';
 
 /** A definition as stored in `feedback_datasets`: `_id` is the dataset id. */
 interface DatasetDoc extends Omit<DatasetDefinition, 'id' | 'created_at' | 'updated_at'> {
@@ -28,19 +29,13 @@ const DATASET_LIST_DEFAULT = 100;
 
 /** A page of `GET /datasets` ends after this id; the cursor is opaque (base64url of `["d", id]`). */
 function encodeDatasetCursor(lastId: string): string {
-  return Buffer.from(JSON.stringify(['d', lastId]), 'utf8').toString('base64url');
+  return encodeCursorText(['d', lastId]);
 }
 
 function decodeDatasetCursor(text: string): string | undefined {
-  if (!/^[A-Za-z0-9_-]{1,2048}$/.test(text)) return undefined;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'));
-  } catch {
-    return undefined;
-  }
-  if (!Array.isArray(parsed) || parsed.length !== 2 || parsed[0] !== 'd') return undefined;
-  return v.is(DatasetId, parsed[1]) ? parsed[1] : undefined;
+  const parts = decodeCursorText(text);
+  if (parts === undefined || parts.length !== 2 || parts[0] !== 'd') return undefined;
+  return v.is(DatasetId, parts[1]) ? parts[1] : undefined;
 }
 
 /** Query of `GET /datasets`: `limit` (1–500, default 100), `cursor` (the `next_cursor` of the previous page). */

@@ -5,6 +5,7 @@ import { encodeJob, type JobCompression } from './job-payload.js';
 import { COLLECTIONS } from './mongo.js';
 import { WRITE_JOB_NAME, type WriteQueues } from './queue.js';
 import { queryLimit, Write } from './schemas.js';
+import { decodeCursorText, encodeCursorText } from './cursor-text.js';
 
 /** Most dead letters one list call returns; the default is {@link DEFAULT_LIST_LIMIT}. */
 const MAX_LIST_LIMIT = 500;
@@ -98,19 +99,15 @@ interface DeadLetterAdminOptions {
 }
 
 function encodeCursor(letter: Pick<DeadLetter, '_id' | 'failed_at'>): string {
-  return Buffer.from(JSON.stringify([letter.failed_at.getTime(), letter._id]), 'utf8').toString('base64url');
+  return encodeCursorText([letter.failed_at.getTime(), letter._id]);
 }
 
 function decodeCursor(cursor: string): { failedAt: Date; id: string } | undefined {
-  try {
-    const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (!Array.isArray(parsed) || parsed.length !== 2) return undefined;
-    const [ms, id] = parsed as unknown[];
-    if (typeof ms !== 'number' || !Number.isSafeInteger(ms) || typeof id !== 'string') return undefined;
-    return { failedAt: new Date(ms), id };
-  } catch {
-    return undefined;
-  }
+  const parts = decodeCursorText(cursor);
+  if (parts === undefined || parts.length !== 2) return undefined;
+  const [ms, id] = parts;
+  if (typeof ms !== 'number' || !Number.isSafeInteger(ms) || typeof id !== 'string') return undefined;
+  return { failedAt: new Date(ms), id };
 }
 
 function toSummary(doc: DeadLetter): DeadLetterSummary {
