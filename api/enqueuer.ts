@@ -7,6 +7,7 @@ import { withTimeout } from '../shared/process.js';
 import type { Write } from '../shared/schemas.js';
 import { WRITE_JOB_NAME, type ShardQueue, type WriteQueues } from '../shared/queue.js';
 import type { ApiMetrics } from './metrics.js';
+import type { ShardHealth } from './shard-health.js';
 
 export interface EnqueueReceipt {
   /** The id Redis gave the job that carries the write. */
@@ -15,6 +16,17 @@ export interface EnqueueReceipt {
   readonly index: number;
   /** The write's acceptance order (see shared/order-clock.ts). */
   readonly seq: number;
+  /** The write as queued: its record id is a new one when it was moved off a failing shard (see `remint`). */
+  readonly write: Write;
+}
+
+export interface EnqueueOptions {
+  /**
+   * Mints the write again with a new record id (a new record whose caller has not been told its
+   * id, and no Idempotency-Key fixes it): lets a record move off a shard that is down. Without
+   * it a record stays on its shard (its id decides it); a response moves freely.
+   */
+  readonly remint?: () => Write;
 }
 
 export interface Enqueuer {
@@ -24,7 +36,7 @@ export interface Enqueuer {
    * `queue_unavailable` when the write could not be queued in time. `bytes` is the size of the
    * request body, for the byte limits. The write gets its acceptance order here (`seq`).
    */
-  enqueue(write: Write, bytes: number): Promise<EnqueueReceipt>;
+  enqueue(write: Write, bytes: number, options?: EnqueueOptions): Promise<EnqueueReceipt>;
   /** Sends what is waiting and waits for every job in flight. */
   drain(): Promise<void>;
 }
@@ -72,6 +84,8 @@ interface EnqueuerOptions {
   readonly retryAfterSeconds: number;
   /** How the writes of a job are packed for Redis. */
   readonly compression: JobCompression;
+  /** Which shards answer (api/shard-health.ts); absent = every write goes to its record's shard, whatever happens there. */
+  readonly health?: ShardHealth;
 }
 
 /** ioredis' refusal of a command it could not send (no connection and `enableOfflineQueue: false`). */
@@ -95,14 +109,18 @@ class ReplicaAckError extends Error {
 interface Item {
   readonly write: Write;
   readonly bytes: number;
+  readonly remint: (() => Write) | undefined;
 }
+
+/** Redis refused the command before running it: the cluster has no master for the slot now. */
+const REFUSED = /CLUSTERDOWN|TRYAGAIN/;
 
 /**
  * Writes leave in group-committed jobs (shared/group-commit.ts): Redis runs one script per job
  * instead of one per write.
  */
 export function createBatchingEnqueuer(options: EnqueuerOptions): Enqueuer {
-  const { queues, logger, metrics, clock, retryAfterSeconds, compression, replicaAck } = options;
+  const { queues, logger, metrics, clock, retryAfterSeconds, compression, replicaAck, health } = options;
   const retryAfter = { 'Retry-After': String(retryAfterSeconds) };
   const unavailable = (message: string, cause?: unknown) => new AppError('queue_unavailable', message, { headers: retryAfter, cause });
 
@@ -121,17 +139,27 @@ export function createBatchingEnqueuer(options: EnqueuerOptions): Enqueuer {
         const confirmed = await replicaAck.confirm(shard);
         if (confirmed < replicaAck.min) throw new ReplicaAckError(confirmed, replicaAck.min);
       }
+      health?.reportSuccess(shard.shard.index);
       metrics.enqueueSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
       metrics.batchSize.observe(batch.length);
-      return batch.map((item, index) => ({ jobId, index, seq: item.write.seq! }));
+      return batch.map((item, index) => ({ jobId, index, seq: item.write.seq!, write: item.write }));
     } catch (err) {
-      logger.warn({ err: (err as Error).message, writes: batch.length, shard: shard.shard.label }, 'enqueue failed');
-      // ioredis refuses a command it cannot write (no connection, no offline queue): the job was
-      // never sent. Anything else (a timeout, a connection lost mid-command, too few replicas)
-      // cannot un-send the job: it may still be queued. The client retries with the same
-      // Idempotency-Key; the write's order, minted before, keeps a late copy from overwriting
-      // anything accepted after it.
-      if (!(err instanceof ReplicaAckError) && NOT_SENT.test((err as Error).message)) throw unavailable(`${NOT_QUEUED_MESSAGE}; retry later`, err);
+      const message = (err as Error).message;
+      logger.warn({ err: message, writes: batch.length, shard: shard.shard.label }, 'enqueue failed');
+      // ioredis refuses a command it cannot write (no connection, no offline queue), and a
+      // cluster refuses one for a slot without a master: the job was never queued. Anything else
+      // (a timeout, a connection lost mid-command, too few replicas) cannot un-send the job: it
+      // may still be queued. The client retries with the same Idempotency-Key; the write's
+      // order, minted before, keeps a late copy from overwriting anything accepted after it.
+      const notQueued = !(err instanceof ReplicaAckError) && (NOT_SENT.test(message) || REFUSED.test(message));
+      if (health !== undefined) {
+        health.reportFailure(shard.shard.index, message);
+        // Writes still waiting for this shard leave for a healthy one; and a job that was never
+        // queued goes there too when each of its writes may move.
+        moveWaiting(shard.shard.index);
+        if (notQueued && batch.every(movable)) return Promise.all(batch.map((item) => send(item, Date.now() + options.timeoutMs)));
+      }
+      if (notQueued) throw unavailable(`${NOT_QUEUED_MESSAGE}; retry later`, err);
       throw unavailable(OUTCOME_UNKNOWN_MESSAGE, err);
     }
   };
@@ -150,8 +178,48 @@ export function createBatchingEnqueuer(options: EnqueuerOptions): Enqueuer {
 
   const expired = () => unavailable(`${NOT_QUEUED_MESSAGE} in time; retry later`);
 
+  /** A response may go to any shard (the worker orders by `seq` and waits for its record); a new record only by a new id. */
+  const movable = (item: Item): boolean => item.write.kind === 'response' || item.remint !== undefined;
+
+  /**
+   * Where a write goes: its record's shard while that one answers (or when it may not move, or
+   * no shard answers), else the next shard that answers; a record moves by a new id, minted
+   * until it falls on a shard that answers.
+   */
+  function place(item: Item): { shard: number; item: Item } {
+    const home = queues.forRecord(item.write.record_id).shard.index;
+    if (health === undefined || health.healthy(home) || !movable(item)) return { shard: home, item };
+    if (item.write.kind === 'response') {
+      const other = health.nextHealthy(home);
+      if (other === undefined) return { shard: home, item };
+      metrics.rerouted.inc({ from_shard: queues.shards[home]!.shard.label });
+      return { shard: other, item };
+    }
+    for (let attempt = 0; attempt < 64; attempt++) {
+      const write: Write = { ...item.remint!(), seq: item.write.seq! };
+      const shard = queues.forRecord(write.record_id).shard.index;
+      if (health.healthy(shard)) {
+        metrics.rerouted.inc({ from_shard: queues.shards[home]!.shard.label });
+        return { shard, item: { ...item, write } };
+      }
+    }
+    return { shard: home, item };
+  }
+
+  function send(item: Item, deadline: number): Promise<EnqueueReceipt> {
+    const placed = place(item);
+    return perShard[placed.shard]!.submit(placed.item, { deadline, expired });
+  }
+
+  /** Takes the writes waiting for `shard` and sends each again (to another shard when it may move). */
+  function moveWaiting(shard: number): void {
+    for (const w of perShard[shard]!.takeWaiting()) {
+      send(w.item, Date.now() + options.timeoutMs).then(w.resolve, w.reject);
+    }
+  }
+
   return {
-    enqueue(write, bytes) {
+    enqueue(write, bytes, opts = {}) {
       let items = 0;
       let weight = 0;
       for (const jobs of perShard) {
@@ -164,9 +232,7 @@ export function createBatchingEnqueuer(options: EnqueuerOptions): Enqueuer {
           new AppError('overloaded', 'this API process holds too many writes waiting for Redis; retry later', { headers: { 'Retry-After': String(overloadedRetryAfterSeconds(retryAfterSeconds)) } }),
         );
       }
-      const ordered: Write = { ...write, seq: clock.next() };
-      const jobs = perShard[queues.forRecord(write.record_id).shard.index]!;
-      return jobs.submit({ write: ordered, bytes }, { deadline: Date.now() + options.timeoutMs, expired });
+      return send({ write: { ...write, seq: clock.next() }, bytes, remint: opts.remint }, Date.now() + options.timeoutMs);
     },
     drain: async () => {
       await Promise.all(perShard.map((jobs) => jobs.drain()));

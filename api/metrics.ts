@@ -9,6 +9,8 @@ export interface ApiMetrics {
   readonly batchSize: Histogram;
   readonly rejected: Counter<'code'>;
   readonly rateLimitFailOpen: Counter;
+  readonly rerouted: Counter<'from_shard'>;
+  readonly shardUp: Gauge<'shard'>;
   /** Seconds the event loop spent idle and active since start (performance.eventLoopUtilization), read at scrape time. */
   readonly eventLoop: Gauge<'state'>;
 }
@@ -63,6 +65,8 @@ export function createApiMetrics(options: { defaultMetrics: boolean; queueJobCou
         this.set({ state: 'active' }, active / 1000);
       },
     }),
+    rerouted: new Counter({ name: 'feedback_api_writes_rerouted_total', help: 'Writes sent to another shard than their record\'s because that one did not answer (SHARD_REROUTE), by the shard they left.', labelNames: ['from_shard'], registers: [registry] }),
+    shardUp: new Gauge({ name: 'feedback_api_shard_up', help: 'Whether this API process sends writes to the shard (1) or routes around it while probing it (0).', labelNames: ['shard'], registers: [registry] }),
     rateLimitFailOpen: new Counter({ name: 'feedback_api_rate_limit_fail_open_total', help: 'Write requests let through unchecked because Redis did not answer the rate-limit check.', registers: [registry] }),
   };
 }

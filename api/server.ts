@@ -15,6 +15,7 @@ import { createApp } from './app.js';
 import { createBacklogMonitor } from './backlog.js';
 import { assertDevKeyOnLoopback } from './dev-key-guard.js';
 import { createBatchingEnqueuer } from './enqueuer.js';
+import { createQueueShardHealth } from './shard-probe.js';
 import { createIdempotencyStore } from './idempotency.js';
 import { createApiMetrics } from './metrics.js';
 import { createRateLimiter } from './rate-limit.js';
@@ -87,8 +88,10 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   const backlog = createBacklogMonitor({ queues, maxJobs: config.backlogMaxJobs, pollMs: config.backlogPollMs, logger, timeoutMs: config.enqueueTimeoutMs });
   const clock = createOrderClock(config.orderClockNode === undefined ? {} : { node: config.orderClockNode });
   const orderFloor = createOrderFloor({ db: primaryDb(mongo), clock, logger, persistMs: ORDER_FLOOR_PERSIST_MS });
+  const health = config.shardReroute && queues.shards.length > 1 ? createQueueShardHealth({ queues, redis, config, logger, metrics }) : undefined;
   const enqueuer = createBatchingEnqueuer({
     queues,
+    ...(health === undefined ? {} : { health }),
     replicaAck: { min: config.redisMinReplicasAck, confirm: (shard) => waitForReplicas(redis, shard.shard, config.redisMinReplicasAck, config.redisReplicaAckTimeoutMs) },
     logger,
     metrics,
@@ -105,6 +108,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
   /** Everything but the server, in the order writes need: queued writes flushed before Redis closes. */
   const closeConnections = async () => {
     await enqueuer.drain();
+    health?.close();
     await orderFloor.close();
     backlog.stop();
     await queues.close();

@@ -22,6 +22,11 @@ export interface BuiltWrite {
   readonly answer: AcceptedBody;
 }
 
+/** What the caller of a single write is told: the ids as queued, the response's status. */
+export function acceptedAnswer(write: Write): AcceptedBody {
+  return { feedback_record_id: write.record_id, feedback_response_id: write.response_id, status: write.response.status };
+}
+
 /** Who writes, and with what: what every write of one request shares. */
 export interface WriteContext {
   readonly key: AuthenticatedKey;
@@ -76,7 +81,7 @@ export const recordWrite: WriteKind<FeedbackRecordBody> = {
       record: body.record,
       response: { status: body.response.status, values: body.response.values, user_id: userId },
     };
-    return { write, answer: { feedback_record_id: recordId, feedback_response_id: responseId, status: body.response.status } };
+    return { write, answer: acceptedAnswer(write) };
   },
   openapi: {
     operationId: 'postFeedbackRecord',
@@ -113,7 +118,7 @@ export const responseWrite: WriteKind<FeedbackResponseBody> = {
       response_id: responseId,
       response: { status, values, user_id: userId },
     };
-    return { write, answer: { feedback_record_id: recordId, feedback_response_id: responseId, status } };
+    return { write, answer: acceptedAnswer(write) };
   },
   openapi: {
     operationId: 'postFeedbackResponse',

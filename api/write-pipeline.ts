@@ -5,12 +5,12 @@ import type { Logger } from '../shared/logger.js';
 import { batchItemKind, BatchResponseToNewRecord, feedbackBatchBody, type FeedbackResponseBody } from '../shared/schemas.js';
 import type { BacklogMonitor } from './backlog.js';
 import type { DatasetGate } from './dataset-gate.js';
-import { overloadedRetryAfterSeconds, type EnqueueReceipt, type Enqueuer } from './enqueuer.js';
+import { overloadedRetryAfterSeconds, type EnqueueOptions, type EnqueueReceipt, type Enqueuer } from './enqueuer.js';
 import type { IdempotencyStore } from './idempotency.js';
 import { idempotentCall, readIdempotencyKey } from './idempotent-call.js';
 import { parseBody } from './parse-input.js';
 import { authenticatedKey, type ApiContext } from './state.js';
-import { recordWrite, responseWrite, type BuiltWrite, type WriteContext, type WriteKind } from './write-kinds.js';
+import { acceptedAnswer, recordWrite, responseWrite, type BuiltWrite, type WriteContext, type WriteKind } from './write-kinds.js';
 
 /*
  * The one write pipeline: a request body becomes queued writes through the declarations of
@@ -61,8 +61,8 @@ export function createWritePipeline(deps: WritePipelineDeps): WritePipeline {
     }
   }
 
-  async function enqueue(ctx: ApiContext, built: BuiltWrite, bodyBytes: number): Promise<EnqueueReceipt> {
-    const receipt = await deps.enqueuer.enqueue(built.write, bodyBytes);
+  async function enqueue(ctx: ApiContext, built: BuiltWrite, bodyBytes: number, options: EnqueueOptions = {}): Promise<EnqueueReceipt> {
+    const receipt = await deps.enqueuer.enqueue(built.write, bodyBytes, options);
     if (deps.logger.isLevelEnabled('debug')) {
       ctx.state.log.debug({ job_id: receipt.jobId, index: receipt.index, seq: receipt.seq, record_id: built.answer.feedback_record_id }, 'write queued');
     }
@@ -79,8 +79,11 @@ export function createWritePipeline(deps: WritePipelineDeps): WritePipeline {
         refuseWhenOverloaded();
         ctx.body = await idempotentCall(ctx, deps, { endpoint: kind.endpoint, body: ctx.state.body, idemKey }, async (seed) => {
           const built = kind.build(body, wc, seed);
-          await enqueue(ctx, built, ctx.state.bodyBytes ?? 0);
-          return built.answer;
+          // Ids not fixed by an Idempotency-Key may be minted again, to move a new record off a
+          // Redis shard that stopped answering; the answer gives the ids as queued.
+          const remint = seed === undefined ? () => kind.build(body, wc, undefined).write : undefined;
+          const receipt = await enqueue(ctx, built, ctx.state.bodyBytes ?? 0, remint === undefined ? {} : { remint });
+          return acceptedAnswer(receipt.write);
         });
       };
     },

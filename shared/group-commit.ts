@@ -26,6 +26,12 @@ interface GroupCommit<T, R> {
   submit(item: T, options?: { readonly deadline?: number; readonly expired?: () => Error }): Promise<R>;
   /** Items and weight waiting for a batch (not those being committed). */
   waiting(): { readonly items: number; readonly weight: number };
+  /**
+   * Takes every item still waiting for a batch out of the queue, unsent, with the settlers of
+   * their `submit` promises: the caller sends them elsewhere and settles them (the API moves
+   * writes off a Redis shard that stopped answering).
+   */
+  takeWaiting(): { readonly item: T; readonly resolve: (result: R) => void; readonly reject: (err: unknown) => void }[];
   /** Resolves once nothing waits and nothing is being committed. */
   drain(): Promise<void>;
 }
@@ -153,6 +159,15 @@ export function createGroupCommit<T, R>(options: GroupCommitOptions<T, R>): Grou
       });
     },
     waiting: () => ({ items: waitingCount(), weight: waitingWeight }),
+    takeWaiting() {
+      const taken = queue.slice(head).map(({ item, resolve, reject }) => ({ item, resolve, reject }));
+      queue = [];
+      head = 0;
+      waitingWeight = 0;
+      armExpiry();
+      if (inFlight === 0) for (const done of idle.splice(0)) done();
+      return taken;
+    },
     drain() {
       if (waitingCount() === 0 && inFlight === 0) return Promise.resolve();
       return new Promise<void>((resolve) => {

@@ -59,7 +59,7 @@ const unavailable = (cause: unknown) =>
 async function buildEnqueuer(): Promise<Enqueuer> {
   switch (design) {
     case 'ceiling':
-      return { enqueue: () => Promise.resolve({ jobId: '0', index: 0, seq: 0 }), drain: () => Promise.resolve() };
+      return { enqueue: (write) => Promise.resolve({ jobId: '0', index: 0, seq: 0, write }), drain: () => Promise.resolve() };
     case 'direct': {
       const mongo = createMongo(config);
       // The same indexes as the project's collections, so index upkeep costs the same.
@@ -89,7 +89,7 @@ async function buildEnqueuer(): Promise<Enqueuer> {
           } catch (err) {
             throw unavailable(err);
           }
-          return { jobId: 'direct', index: 0, seq: 0 };
+          return { jobId: 'direct', index: 0, seq: 0, write };
         },
         drain: () => Promise.resolve(),
       };

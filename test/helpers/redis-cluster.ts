@@ -48,6 +48,8 @@ export async function startRedisCluster(options: { masters?: number; replicasPer
       const args = [
         '--port', String(port), '--cluster-port', String(busPort), '--bind', '127.0.0.1', '--dir', dir, '--save', '',
         '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', String(options.nodeTimeoutMs ?? 2_000),
+        // The other masters keep serving their slots while one fails over (the default refuses every slot): what docs/scaling.md recommends.
+        '--cluster-require-full-coverage', 'no',
         '--appendonly', 'yes', '--appendfsync', 'everysec', '--maxmemory-policy', 'noeviction',
         // A replica's first sync would otherwise wait 5 s for more replicas to share the transfer.
         '--repl-diskless-sync-delay', '0',
