@@ -28,7 +28,7 @@ const num = (name: keyof typeof values) => {
 const log = (line: string) => process.stderr.write(`[bench:batch] ${line}\n`);
 
 async function main(): Promise<void> {
-  const [redis, ferret] = await Promise.all([startRedisServer(ROOT), startFerretDbServer(ROOT, 'sqlite')]);
+  const [redis, ferret] = await Promise.all([startRedisServer(ROOT), startFerretDbServer(ROOT)]);
   const apiKey = `bench-${randomBytes(12).toString('hex')}`;
   const port = await freePort();
   const batchSize = num('batch-size');

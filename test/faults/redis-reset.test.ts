@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { OVERSIZE_TEXT } from '../helpers/oversize.js';
 import { Cluster, LEDGER_KEY, until } from './cluster.js';
 import { send, type HttpAnswer } from './http.js';
 import { recordScenario } from './report.js';
@@ -60,8 +61,8 @@ describe('Redis replaced by an empty one (the acceptance order survives it)', fu
       }
     }
     for (const { response } of ids) await storedValues(response, { v: 'before-4' });
-    // A write the store refuses for good (FerretDB cannot store lists inside lists): a dead letter.
-    await postOk(api.url, '/feedback-response', { feedback_record_id: ids[0]!.record, response: { status: 'draft', values: { v: [[1]] }, user_id: 'poison-1' } });
+    // A write the store refuses for good (larger than its document limit): a dead letter.
+    await postOk(api.url, '/feedback-response', { feedback_record_id: ids[0]!.record, response: { status: 'draft', values: { v: OVERSIZE_TEXT }, user_id: 'poison-1' } });
     await until(async () => ((await c.deadLetters()).length === 1 ? true : undefined), 30_000, 'the first dead letter');
     const jobsBefore = Number(await c.redisClient().get(c.key('id')));
 
@@ -72,7 +73,7 @@ describe('Redis replaced by an empty one (the acceptance order survives it)', fu
     for (const { record, user } of ids) {
       await postOk(api.url, '/feedback-response', { feedback_record_id: record, response: { status: 'submitted', values: { v: 'after' }, user_id: user } });
     }
-    await postOk(api.url, '/feedback-response', { feedback_record_id: ids[1]!.record, response: { status: 'draft', values: { v: [[2]] }, user_id: 'poison-2' } });
+    await postOk(api.url, '/feedback-response', { feedback_record_id: ids[1]!.record, response: { status: 'draft', values: { v: OVERSIZE_TEXT }, user_id: 'poison-2' } });
     const jobsAfter = Number(await c.redisClient().get(c.key('id')));
     for (const { response } of ids) {
       const doc = await storedValues(response, { v: 'after' });

@@ -83,10 +83,9 @@ function portAnswers(port: number): Promise<boolean> {
 const INHERITED_OUT = ['REDIS_URL', 'REDIS_TLS_URL', 'MONGODB_URI', 'API_KEYS', 'ADMIN_API_KEY_NAMES', 'HOST', 'PORT', 'QUEUE_NAME', 'LOG_LEVEL', 'NODE_ENV', 'ID_SIGNING_SECRETS'];
 
 /**
- * `npm start` exactly as a newcomer runs it (the dev key, its own Redis and FerretDB), on free
+ * `npm start` exactly as a newcomer runs it (the dev key, its own Redis and store), on free
  * ports and a temporary run directory, then one signal to the npm process alone.
- * Slow: each case builds with tsc and starts Redis and FerretDB (and PostgreSQL for SIGTERM):
- * 13–15 s per case on a quiet 2-core machine, 30–41 s on a busy one (the file: 30–75 s).
+ * Slow: each case builds with tsc and starts Redis, PostgreSQL with DocumentDB and FerretDB.
  */
 describe('npm start (scripts/start.sh)', function () {
   this.timeout(240_000);
@@ -107,7 +106,7 @@ describe('npm start (scripts/start.sh)', function () {
     for (const proc of seen) if (alive(proc)) process.kill(proc.pid, 'SIGKILL');
     if (runDir !== undefined) {
       if (existsSync(join(runDir, 'postgres', 'postmaster.pid'))) {
-        execFileSync('bash', ['scripts/pg-cluster.sh', 'stop', join(runDir, 'postgres')], { stdio: 'ignore', timeout: 60_000 });
+        execFileSync('bash', ['scripts/store.sh', 'pg-stop', join(runDir, 'postgres')], { stdio: 'ignore', timeout: 60_000 });
       }
       rmSync(runDir, { recursive: true, force: true });
     }
@@ -116,12 +115,12 @@ describe('npm start (scripts/start.sh)', function () {
     seen = [];
   });
 
-  for (const { signal, store, exitCode } of [
-    { signal: 'SIGTERM', store: 'postgresql', exitCode: 143 },
-    { signal: 'SIGINT', store: 'sqlite', exitCode: 130 },
+  for (const { signal, exitCode } of [
+    { signal: 'SIGTERM', exitCode: 143 },
+    { signal: 'SIGINT', exitCode: 130 },
   ] as const) {
-    it(`${signal} to the npm process alone stops everything it started (FerretDB on ${store}), frees every port and exits`, async () => {
-      const ports = { PORT: 0, LOCAL_REDIS_PORT: 0, LOCAL_MONGODB_PORT: 0, LOCAL_POSTGRES_PORT: 0 };
+    it(`${signal} to the npm process alone stops everything it started (FerretDB v2 and its PostgreSQL), frees every port and exits`, async () => {
+      const ports = { PORT: 0, LOCAL_REDIS_PORT: 0, LOCAL_MONGODB_PORT: 0, LOCAL_POSTGRES_PORT: 0, LOCAL_FERRETDB_DEBUG_PORT: 0 };
       const taken = new Set<number>();
       for (const name of Object.keys(ports) as (keyof typeof ports)[]) {
         let port = await freePort();
@@ -134,7 +133,7 @@ describe('npm start (scripts/start.sh)', function () {
       chmodSync(runDir, 0o711);
       const env: Record<string, string> = {};
       for (const [key, value] of Object.entries(process.env)) if (value !== undefined && !INHERITED_OUT.includes(key)) env[key] = value;
-      Object.assign(env, Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])), { LOCAL_STORE: store, LOCAL_RUN_DIR: runDir });
+      Object.assign(env, Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])), { LOCAL_RUN_DIR: runDir });
 
       // Its own process group, so that no terminal signal reaches it and a failed case can clean up the group.
       const npm = spawn('npm', ['start'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
@@ -176,11 +175,9 @@ describe('npm start (scripts/start.sh)', function () {
       for (const part of ['scripts/start.sh', 'redis-server', 'ferretdb', 'dist/api/main.js', 'dist/worker/main.js']) {
         expect(commands.some((c) => c.includes(part)), `a descendant running ${part} in ${JSON.stringify(commands)}`).to.equal(true);
       }
-      if (store === 'postgresql') {
-        const pg = postmaster(join(runDir, 'postgres'));
-        expect(pg, 'the private PostgreSQL of the run').to.not.equal(undefined);
-        seen.push(pg!);
-      }
+      const pg = postmaster(join(runDir, 'postgres'));
+      expect(pg, 'the private PostgreSQL of the run').to.not.equal(undefined);
+      seen.push(pg!);
 
       process.kill(npm.pid!, signal);
 

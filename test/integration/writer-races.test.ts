@@ -6,7 +6,6 @@ import { STORE_PROFILES, type StoreProfile } from '../../shared/store-profile.js
 import { createFeedbackWriter, type WriteResult } from '../../worker/writer.js';
 import { uniqueName } from '../helpers/env.js';
 import { sharedServices } from '../helpers/root-hooks.js';
-import { startFerretDb } from '../helpers/services.js';
 import { silentLogger } from '../helpers/stack.js';
 import { recordWrite, shuffled, version } from '../helpers/writes.js';
 
@@ -119,17 +118,6 @@ describe('worker writers racing on the same responses (FerretDB: unlocked read-m
       for (const w of ws) w.close();
       await Promise.all(clients.map((c) => c.close()));
       await new MongoClient(url).connect().then(async (c) => { await c.db(database).dropDatabase(); await c.close(); });
-    }
-  });
-
-  it('on FerretDB/PostgreSQL (what npm start and the bench run): three writers leave the newest version of every response', async () => {
-    const server = await startFerretDb({ backend: 'postgresql' });
-    try {
-      await server.setupDatabase('race');
-      const wrong = await raceThreeWriters(server.url, 'race', STORE_PROFILES.ferretdb, seed);
-      expect(wrong, `replay with WRITER_RACE_SEED=${seed}`).to.deep.equal([]);
-    } finally {
-      await server.destroy();
     }
   });
 });

@@ -41,9 +41,9 @@ describe('worker writer (order, races, store limits) on the real store', () => {
 
   const stored = () => db.collection<{ _id: string; seq: number; values: Record<string, unknown>; status: string; created_at: Date }>(COLLECTIONS.responses);
 
-  it('detects the store it runs on (FerretDB here): no atomic conditional update, so leases', () => {
-    expect(detected.name).to.equal('ferretdb');
-    expect(detected.atomicUpdates).to.equal(false);
+  it('runs the production path on the store of the tests (FerretDB v2 on DocumentDB names itself in buildInfo as ferretdb, not ferretdbVersion)', () => {
+    expect(detected.name).to.equal('mongodb');
+    expect(detected.atomicUpdates).to.equal(true);
   });
 
   // Both sides of every branch the profile drives, on the store at hand. FerretDB cannot play
@@ -92,8 +92,8 @@ describe('worker writer (order, races, store limits) on the real store', () => {
         const w = await writerOn(profile);
         await w.write([recordWrite(1)]);
         const older = version(1, 1, 1, { ok: 'older' });
-        // FerretDB v1 cannot store a list directly inside a list: refused for good.
-        const newer = version(1, 1, 2, { grid: [[1, 2]] });
+        // Larger than the store's 16 MiB document limit: refused for good.
+        const newer = version(1, 1, 2, { text: 'x'.repeat(17 * 1024 * 1024) });
         const results = await w.write([older, newer]);
         expect(results.map((r) => r.kind)).to.deep.equal(['stored', 'rejected']);
         expect((await stored().findOne({ _id: 'rsp_1_1' }))?.values).to.deep.equal({ ok: 'older' });
