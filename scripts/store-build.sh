@@ -120,7 +120,7 @@ fetch_source() {
     need git "git fetches $name $tag from $url (no $VENDOR/$file)."
     say "$VENDOR/$file is absent: fetching $name $tag from $url"
     git clone -q --depth 1 --branch "$tag" "$url" "$TMP/src/$name.git" 2>"$TMP/git.log" \
-      || die "could not fetch $name $tag from $url: $(tail -n 2 "$TMP/git.log")"
+      || die "could not fetch $name $tag from $url ($(tail -n 1 "$TMP/git.log")). On a machine without GitHub, put $file (see scripts/store-sources.sha256) in $VENDOR, or point STORE_VENDOR_DIR at a directory that holds it."
     local head; head="$(git -C "$TMP/src/$name.git" rev-parse HEAD)"
     [[ "$head" == "$commit" ]] || die "$url tag $tag is commit $head, not the pinned $commit."
     git -C "$TMP/src/$name.git" archive --format=tar.gz --prefix="$name/" "$commit" >"$TMP/src/$file"
