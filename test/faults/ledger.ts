@@ -63,8 +63,7 @@ interface LoadOptions {
   readonly responseShare?: number;
   /**
    * Share of those responses that update an existing (record, annotator) pair rather than open a
-   * new one. Default 0.7: updates are what annotation tools mostly send, and new documents are
-   * what FerretDB is slow at (a collection scan each).
+   * new one. Default 0.7: updates are what annotation tools mostly send.
    */
   readonly updateShare?: number;
   /** Requests started per second at most; unbounded when undefined. */
