@@ -36,7 +36,7 @@ if (flag('--help')) {
 }
 const QUICK = flag('--quick');
 const WRITES = num('--writes', QUICK ? 3_000 : 20_000);
-/** The large store of part 3; --quick defaults lower so that a smoke run stays short on SQLite. */
+/** The large store of part 3; --quick defaults lower so that a smoke run stays short. */
 const SEED_DOCS = num('--seed-docs', QUICK ? 50_000 : 200_000);
 const ROUNDS = Math.max(2, num('--rounds', 2));
 const BIG = !flag('--no-big');
