@@ -69,6 +69,8 @@ if [[ -x "$OUT/ferretdb" && -x "$OUT/root/usr/lib/postgresql/$PG_MAJOR/bin/postg
   exit 0
 fi
 
+# Holding the lock, no other build runs: what a killed one left behind can go.
+rm -rf "$CACHE"/.build-*
 started=$SECONDS
 TMP="$(mktemp -d "$CACHE/.build-$KEY.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
