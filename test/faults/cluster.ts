@@ -7,7 +7,6 @@ import { loadConfig } from '../../shared/config.js';
 import { createWriteQueues, type WriteQueues } from '../../shared/queue.js';
 import { startRedisCluster, type RedisClusterHandle } from '../helpers/redis-cluster.js';
 import { freePort, startFerretDb, startRedis, type ManagedServer } from '../helpers/services.js';
-import { OVERSIZE_BODY_LIMIT_BYTES } from '../helpers/oversize.js';
 import { msg, saveLogs, spawnService, type ServiceProcess } from './procs.js';
 
 export const LEDGER_KEY = { name: 'ledger', secret: 'ledger-secret-key-7f3a9c2e51d84b06' } as const;
@@ -106,8 +105,6 @@ export class Cluster {
       SHUTDOWN_TIMEOUT_MS: '8000',
       // Every completed job stays inspectable during the scenario.
       KEEP_COMPLETED_JOBS: '1000000',
-      // Poison writes are documents too large for the store, which the API must let through.
-      BODY_LIMIT_BYTES: OVERSIZE_BODY_LIMIT_BYTES,
       ...this.extraEnv,
       ...overrides,
     };

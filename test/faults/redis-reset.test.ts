@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { OVERSIZE_TEXT } from '../helpers/oversize.js';
+import { OVERSIZE_BODY_LIMIT_BYTES, OVERSIZE_TEXT } from '../helpers/oversize.js';
 import { Cluster, LEDGER_KEY, until } from './cluster.js';
 import { send, type HttpAnswer } from './http.js';
 import { recordScenario } from './report.js';
@@ -36,7 +36,8 @@ describe('Redis replaced by an empty one (the acceptance order survives it)', fu
   }
 
   it('updates acknowledged after the reset replace those stored before it; dead letters before and after do not collide', async function () {
-    const c = (cluster = await new Cluster({ label: 'redis-reset' }).start());
+    // Its poison writes are documents over 16 MiB: the API must take bodies that large.
+    const c = (cluster = await new Cluster({ label: 'redis-reset', env: { BODY_LIMIT_BYTES: OVERSIZE_BODY_LIMIT_BYTES } }).start());
     const [api] = await Promise.all([c.startApi(), c.startWorker()]);
     const responses = c.db().collection<Record<string, any> & { _id: string }>(COLLECTIONS.responses);
     const storedValues = (id: string, want: unknown) =>

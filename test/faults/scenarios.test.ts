@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { OVERSIZE_BODY_LIMIT_BYTES } from '../helpers/oversize.js';
 import { request } from 'node:http';
 import { Cluster, LEDGER_KEY, until } from './cluster.js';
 import { answerOf, NoAnswer, send, type HttpAnswer } from './http.js';
@@ -297,8 +298,9 @@ describe('fault scenarios (real processes, durable Redis, FerretDB; ledger)', fu
   });
 
   it('poison writes are dead-lettered with their reason; the other writes of the same batch are stored', async function () {
-    // Poison is a document over 16 MiB: jobs must close later than that to hold it with good writes.
-    const c = (scope.cluster = await new Cluster({ label: 'poison', env: { BATCH_MAX_BYTES: String(64 * 1024 * 1024) } }).start());
+    // Poison is a document over 16 MiB: the API must take bodies that large, and jobs must close
+    // later than that to hold it with good writes.
+    const c = (scope.cluster = await new Cluster({ label: 'poison', env: { BODY_LIMIT_BYTES: OVERSIZE_BODY_LIMIT_BYTES, BATCH_MAX_BYTES: String(64 * 1024 * 1024) } }).start());
     const [api, worker] = await Promise.all([c.startApi(), c.startWorker()]);
     const l = (scope.ledger = new Ledger('psn'));
     // A burst, so that jobs carry many writes and poison shares its job with good writes.
