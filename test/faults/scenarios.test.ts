@@ -328,7 +328,11 @@ describe('fault scenarios (real processes, durable Redis, FerretDB; ledger)', fu
     assert.ok(poison.length >= 15, `only ${poison.length} poison writes were acknowledged`);
     assertBalanced(r);
     assert.equal(r.deadLettered, poison.length, 'every poison write is dead-lettered once');
-    assert.equal(letters.length, poison.length);
+    // A poison write whose answer was lost (outcome unknown: it may have been queued) may have a
+    // letter too; nothing else may.
+    const mayHaveLetter = new Set(l.entries.filter((e) => e.poison && (e.outcome === 'acked' || e.outcome === 'unknown')).map((e) => e.tag));
+    assert.deepEqual(letters.filter((x) => !mayHaveLetter.has(String(x['request_id']))).map((x) => String(x['request_id'])), [], 'dead letters of writes that were not poison, or were refused');
+    assert.equal(new Set(letters.map((x) => String(x['request_id']))).size, letters.length, 'a write with two dead letters');
     assert.ok(sharedJobs > 0 && neighboursStored > 0, 'no poison write shared its job with good writes: the scenario did not test batches');
     assert.equal(await c.failedJobs(), 0);
     assertNoUnhandled([api, worker]);
