@@ -55,6 +55,7 @@ need go "install Go >= 1.24 (https://go.dev/dl or 'apt-get install golang-go') t
 need make "run 'apt-get install build-essential' (make and a C compiler build the PostgreSQL extensions)."
 need gcc "run 'apt-get install build-essential' (make and a C compiler build the PostgreSQL extensions)."
 need sha256sum "coreutils' sha256sum checks the source archives."
+need flock "util-linux's flock keeps two builds from running at once."
 [[ -f "$SUMS" ]] || die "$SUMS is missing (the sums the source archives must match)."
 
 mkdir -p "$CACHE"
