@@ -2,7 +2,6 @@ import type { Db, Filter } from 'mongodb';
 import type { RecordPage, RecordView, ResponseView } from '../shared/answers.js';
 import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
 import { COLLECTIONS } from '../shared/mongo.js';
-import { detectStoreProfile, type StoreProfile } from '../shared/store-profile.js';
 import { encodeCursor, type RecordListing } from './read-query.js';
 import { submittedUnits, type ResponseUnit, type UnitQuery } from './response-units.js';
 
@@ -21,10 +20,8 @@ export class TooManyUpdatedRecordsError extends Error {
  */
 export const UPDATED_SINCE_MAX_RECORDS = 50_000;
 
-/** Records per batch of an export: one `$in` for their responses (MongoDB) and one driver batch. */
+/** Records per batch of an export: one `$in` for their responses and one driver batch. */
 const EXPORT_BATCH_RECORDS = 500;
-/** Per-record response lookups in flight at once where `$in` is a scan (FerretDB). */
-const LOOKUP_CONCURRENCY = 16;
 
 export interface RecordReader {
   /** The stored record with all its responses, or undefined when it is not stored (yet). */
@@ -43,8 +40,6 @@ export interface RecordReader {
 
 interface RecordReaderOptions {
   readonly db: Db;
-  /** What the store serves well (`STORE_PROFILE`): `auto` asks it once, at the first read. */
-  readonly storeProfile: 'auto' | 'mongodb' | 'ferretdb';
 }
 
 function responseView(doc: ResponseDoc): ResponseView {
@@ -74,31 +69,11 @@ function byCreation(a: ResponseDoc, b: ResponseDoc): number {
 export function createRecordReader(options: RecordReaderOptions): RecordReader {
   const records = options.db.collection<RecordDoc>(COLLECTIONS.records);
   const responses = options.db.collection<ResponseDoc>(COLLECTIONS.responses);
-  let profile: Promise<StoreProfile> | undefined;
-  const storeProfile = (): Promise<StoreProfile> => {
-    // Asked at the first read, not at start-up: the API starts while MongoDB is down.
-    profile ??= detectStoreProfile(options.db, options.storeProfile).catch((err: unknown) => {
-      profile = undefined;
-      throw err;
-    });
-    return profile;
-  };
-
-  /** The responses of `recordIds`, by record id: one `$in` where it is indexed, else one lookup per record. */
+  /** The responses of `recordIds`, by record id: one `$in`, served by the (record, user) index. */
   async function responsesOf(recordIds: readonly string[]): Promise<Map<string, ResponseDoc[]>> {
     const byRecord = new Map<string, ResponseDoc[]>(recordIds.map((id) => [id, []]));
     if (recordIds.length === 0) return byRecord;
-    let docs: ResponseDoc[];
-    if ((await storeProfile()).indexedIn) {
-      docs = await responses.find({ feedback_record_id: { $in: [...recordIds] } }).toArray();
-    } else {
-      // FerretDB evaluates `$in` by reading every response; an equality is served by its index.
-      docs = [];
-      for (let i = 0; i < recordIds.length; i += LOOKUP_CONCURRENCY) {
-        const found = await Promise.all(recordIds.slice(i, i + LOOKUP_CONCURRENCY).map((id) => responses.find({ feedback_record_id: id }).toArray()));
-        for (const list of found) docs.push(...list);
-      }
-    }
+    const docs = await responses.find({ feedback_record_id: { $in: [...recordIds] } }).toArray();
     for (const doc of docs) byRecord.get(doc.feedback_record_id)?.push(doc);
     for (const list of byRecord.values()) list.sort(byCreation);
     return byRecord;

@@ -1,7 +1,7 @@
 // `npm run bench:batch`: records per second through POST /feedback-batch versus single
 // POST /feedback-record calls, same run, same API process (bench/scenarios/batch.ts). Starts its
-// own Redis (AOF everysec, noeviction) and FerretDB (SQLite: the store is only read at start-up,
-// for keys and the order floor; no worker runs, the measure is what the API accepts and queues).
+// own Redis (AOF everysec, noeviction) and store (only read at start-up, for keys and the order
+// floor; no worker runs, the measure is what the API accepts and queues).
 //   npm run bench:batch -- [--seconds 10] [--rounds 3] [--batch-size 500] [--single-connections 32] [--batch-connections 4]
 import { randomBytes } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
@@ -28,7 +28,7 @@ const num = (name: keyof typeof values) => {
 const log = (line: string) => process.stderr.write(`[bench:batch] ${line}\n`);
 
 async function main(): Promise<void> {
-  const [redis, ferret] = await Promise.all([startRedisServer(ROOT), startFerretDbServer(ROOT, 'sqlite')]);
+  const [redis, ferret] = await Promise.all([startRedisServer(ROOT), startFerretDbServer(ROOT)]);
   const apiKey = `bench-${randomBytes(12).toString('hex')}`;
   const port = await freePort();
   const batchSize = num('batch-size');

@@ -36,7 +36,7 @@ if (flag('--help')) {
 }
 const QUICK = flag('--quick');
 const WRITES = num('--writes', QUICK ? 3_000 : 20_000);
-/** The large store of part 3; --quick defaults lower so that a smoke run stays short on SQLite. */
+/** The large store of part 3; --quick defaults lower so that a smoke run stays short. */
 const SEED_DOCS = num('--seed-docs', QUICK ? 50_000 : 200_000);
 const ROUNDS = Math.max(2, num('--rounds', 2));
 const BIG = !flag('--no-big');
@@ -79,7 +79,6 @@ async function main(): Promise<void> {
     let big: Seed | undefined;
     if (BIG) {
       big = buildSeed(SEED_DOCS);
-      await store.prepare('drain_big');
       const seconds = await seedDb(mon.client.db('drain_big'), big);
       run.bigSeedText = `seeding took ${fmt(seconds, 1)} s, ${fmt(SEED_DOCS / seconds)} docs/s`;
       progress(`large store: ${run.bigSeedText}`);
@@ -87,7 +86,6 @@ async function main(): Promise<void> {
     let n = 0;
     const fresh = async () => {
       const name = `drain_${n++}`;
-      await store.prepare(name);
       await seedDb(mon.client.db(name), base);
       return name;
     };

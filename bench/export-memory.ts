@@ -8,7 +8,7 @@
 //
 //   node --import tsx bench/export-memory.ts [--records N] [--slow-seconds S] [--slow-kib-per-s K]
 //
-// FerretDB on a private PostgreSQL cluster with the GIN indexes (BENCH_STORE=sqlite for SQLite).
+// The store is the one npm start runs (FerretDB v2 on a private PostgreSQL + DocumentDB).
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
@@ -20,6 +20,7 @@ import { MongoClient, type Db } from 'mongodb';
 import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
 import { COLLECTIONS, mongoClientOptions } from '../shared/mongo.js';
 import { freePort, startFerretDb, startRedis, waitForPort, type ManagedServer } from '../test/helpers/services.js';
+import { STORE_BACKEND } from './lib/services.js';
 import { ensureIndexes } from '../worker/indexes.js';
 import { rssKb } from './lib/procs.js';
 
@@ -172,14 +173,12 @@ function readExport(port: number, options: { bytesPerS?: number; maxSeconds?: nu
 }
 
 async function main(): Promise<void> {
-  const store = process.env['BENCH_STORE'] === 'sqlite' ? 'sqlite' : 'postgresql';
-  log(`starting Redis and FerretDB on ${store}`);
+  log('starting Redis and the store (FerretDB v2 on PostgreSQL + DocumentDB)');
   const redis = await startRedis();
-  const ferret: ManagedServer & { setupDatabase?: (db: string) => Promise<unknown> } = store === 'sqlite' ? await startFerretDb() : await startFerretDb({ backend: 'postgresql' });
+  const ferret: ManagedServer = await startFerretDb();
   const client = new MongoClient(ferret.url, { ...mongoClientOptions(), serverSelectionTimeoutMS: 10_000 });
   let api: ReturnType<typeof spawn> | undefined;
   try {
-    await ferret.setupDatabase?.(DATABASE);
     const db = client.db(DATABASE);
     await ensureIndexes(db);
     log(`seeding ${RECORDS.toLocaleString('en-US')} records and as many responses (insertMany, ${SEED_BATCH} per batch)`);
@@ -226,7 +225,7 @@ async function main(): Promise<void> {
     const report = [
       `# Export memory (bench/export-memory.ts), ${stamp}`,
       '',
-      `Command: \`npm run bench:export -- ${argv.join(' ')}\`; store FerretDB v1.24.2 on ${store}; ${cpus().length} CPUs, load average ${loadavg()[0]!.toFixed(2)} at the end.`,
+      `Command: \`npm run bench:export -- ${argv.join(' ')}\`; store ${STORE_BACKEND}; ${cpus().length} CPUs, load average ${loadavg()[0]!.toFixed(2)} at the end.`,
       `Seeded ${RECORDS.toLocaleString('en-US')} records + ${RECORDS.toLocaleString('en-US')} responses in ${seedSeconds.toFixed(0)} s.`,
       '',
       '| phase | lines | MB sent | seconds | API peak RSS MB | vs baseline | peak 1st half / 2nd half MB |',

@@ -142,7 +142,7 @@ async function main(): Promise<void> {
     cpuModel: cpus()[0]?.model ?? 'unknown',
     node: process.versions.node,
     redis: `Redis ${/redis_version:(\S+)/.exec(await redisClient.info('server'))?.[1] ?? '?'}`,
-    ferretdb: String(((await mongo.db('admin').command({ buildInfo: 1 })) as { version?: string }).version ?? '?'),
+    ferretdb: String(((await mongo.db('admin').command({ buildInfo: 1 })) as { ferretdb?: { version?: string } }).ferretdb?.version ?? '?'),
     loadavgAtStart: loadavg().map((x) => x.toFixed(2)).join(' '),
   };
   let mixInfo = { recordBodyBytes: 0, responseBodyBytes: 0, meanBodyBytes: 0, recordShare: 0, connections: opts.connections };

@@ -1,25 +1,18 @@
-// What the MongoDB stand-in costs per operation as a collection grows, on FerretDB/SQLite and on
-// FerretDB/PostgreSQL with the GIN indexes of scripts/ferretdb-pg-setup.ts:
+// What the MongoDB stand-in (FerretDB v2 on PostgreSQL + DocumentDB, the store of npm start)
+// costs per operation as a collection grows:
 //
-//   npx tsx bench/store-costs.ts [--sizes 10000,200000] [--million] [--stores sqlite,postgresql]
-//                                [--samples 15] [--min-samples 3] [--budget-s 20]
+//   npx tsx bench/store-costs.ts [--sizes 10000,200000] [--million] [--samples 15] [--min-samples 3] [--budget-s 20]
 //
-// On SQLite an update scans the collection once per operation, so at 200k documents one bulk of
-// 40 takes minutes: `--min-samples 1` keeps such a run short.
-//
-// Each store gets its own FerretDB (and private PostgreSQL cluster), seeded with response-like
-// documents in insertMany batches of 500 up to each size in turn; at each size it times
-// findOne({_id}), a conditional upsert updateOne({_id, seq: {$lt}}), a bulkWrite of 40 such
-// upserts (ordered: false) and find({_id: {$in: 20 ids}}). Stores run one after the other and
-// every command waits for the previous one: FerretDB on PostgreSQL stops answering after a
-// command with more than about 49 upserts that match existing documents, or a few concurrent
-// bulks, so no command here has more than 40 operations and none overlap.
+// The store is seeded with response-like documents in insertMany batches of 500 up to each size
+// in turn; at each size it times findOne({_id}), a conditional upsert updateOne({_id, seq: {$lt}}),
+// a bulkWrite of 40 such upserts (ordered: false) and find({_id: {$in: 20 ids}}), every command
+// after the previous one.
 import { parseArgs } from 'node:util';
 import { BSON, MongoClient, type AnyBulkWriteOperation, type Collection } from 'mongodb';
 import { COLLECTIONS, mongoClientOptions } from '../shared/mongo.js';
 import { startFerretDb, type ManagedServer } from '../test/helpers/services.js';
 
-type Store = 'sqlite' | 'postgresql';
+type Store = 'documentdb';
 
 interface ResponseDoc {
   _id: string;
@@ -52,11 +45,10 @@ const BULK_OPS = 40;
 const IN_IDS = 20;
 const DATABASE = 'store_costs';
 
-const HELP = `usage: npx tsx bench/store-costs.ts [--sizes 10000,200000] [--million] [--stores sqlite,postgresql]
+const HELP = `usage: npx tsx bench/store-costs.ts [--sizes 10000,200000] [--million] 
                                     [--samples 15] [--min-samples 3] [--budget-s 20]
   --sizes        collection sizes to measure at, ascending (documents)          default 10000,200000
   --million      also measure at 1,000,000 documents
-  --stores       which FerretDB stores, in order                                default sqlite,postgresql
   --samples      timed runs per operation at most                               default 15
   --min-samples  timed runs per operation at least, whatever the budget         default 3
   --budget-s     seconds per operation after which sampling stops (min-samples kept)  default 20`;
@@ -66,7 +58,6 @@ function options() {
     options: {
       sizes: { type: 'string', default: '10000,200000' },
       million: { type: 'boolean', default: false },
-      stores: { type: 'string', default: 'sqlite,postgresql' },
       samples: { type: 'string', default: '15' },
       'min-samples': { type: 'string', default: '3' },
       'budget-s': { type: 'string', default: '20' },
@@ -80,8 +71,7 @@ function options() {
   const sizes = values.sizes.split(',').map((s) => Number(s.replaceAll('_', '')));
   if (values.million) sizes.push(1_000_000);
   if (sizes.some((n) => !Number.isInteger(n) || n < IN_IDS)) throw new Error(`--sizes: whole numbers of at least ${IN_IDS}`);
-  const stores = values.stores.split(',') as Store[];
-  if (stores.some((s) => s !== 'sqlite' && s !== 'postgresql')) throw new Error('--stores: sqlite and/or postgresql');
+  const stores: Store[] = ['documentdb'];
   return {
     sizes: [...new Set(sizes)].sort((a, b) => a - b),
     stores,
@@ -119,17 +109,9 @@ const median = (xs: readonly number[]) => {
 
 const progress = (line: string) => process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${line}\n`);
 
-/** FerretDB on `store`; on PostgreSQL with the collections and GIN indexes of the setup step. */
-async function startStore(store: Store): Promise<ManagedServer> {
-  if (store === 'sqlite') return startFerretDb();
-  const server = await startFerretDb({ backend: 'postgresql' });
-  try {
-    await server.setupDatabase(DATABASE);
-  } catch (err) {
-    await server.destroy();
-    throw err;
-  }
-  return server;
+/** The store of npm start. */
+async function startStore(_store: Store): Promise<ManagedServer> {
+  return startFerretDb();
 }
 
 async function main(): Promise<void> {
@@ -167,7 +149,7 @@ async function main(): Promise<void> {
   }
 
   for (const store of opts.stores) {
-    progress(`${store}: starting FerretDB${store === 'postgresql' ? ' on a private PostgreSQL cluster, with the GIN setup' : ''}`);
+    progress(`${store}: starting FerretDB v2 on a private PostgreSQL with DocumentDB`);
     const server = await startStore(store);
     current = server;
     const client = new MongoClient(server.url, { ...mongoClientOptions(), serverSelectionTimeoutMS: 10_000, retryWrites: false });
@@ -240,7 +222,7 @@ async function main(): Promise<void> {
   console.log(`| store | documents | seeding (s, total) | insertMany (docs/s) | findOne({_id}) ms | updateOne({_id, seq:{$lt}}, upsert) ms | bulkWrite 40 cond. upserts ms | find({_id:{$in:20}}) ms | samples |`);
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|---|');
   for (const r of rows) {
-    const name = r.store === 'postgresql' ? 'FerretDB/PostgreSQL + GIN' : 'FerretDB/SQLite';
+    const name = 'FerretDB v2/DocumentDB';
     console.log(`| ${name} | ${r.size.toLocaleString('en')} | ${f(r.seedSeconds)} | ${f(r.insertDocsPerSecond, 0)} | ${f(r.findOneMs)} | ${f(r.updateOneMs)} | ${f(r.bulk40Ms)} | ${f(r.findIn20Ms)} | ${r.samples} |`);
   }
   console.log(`\nMedians; samples = timed runs of findOne/updateOne/bulkWrite/$in; documents of ${BSON.calculateObjectSize(responseDoc(0))} B seeded in insertMany batches of ${BATCH}; insertMany docs/s over the last seeding step.`);

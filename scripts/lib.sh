@@ -69,22 +69,37 @@ ensure_chromium() {
   fi
 }
 
-# Prints the path of the FerretDB binary, building it once (cached in .cache/ferretdb).
-ensure_ferretdb() {
-  bash "$ROOT/scripts/ferretdb-build.sh" | tail -n 1
+# Prints the directory of the local MongoDB stand-in (FerretDB v2 on PostgreSQL + DocumentDB),
+# building it once (cached in .cache/store/, see scripts/store-build.sh).
+ensure_store() {
+  local out
+  out="$(bash "$ROOT/scripts/store-build.sh" </dev/null)" || die "the local store could not be built (see above), or set MONGODB_URI to a MongoDB you run."
+  printf '%s\n' "$out" | tail -n 1
 }
 
 # The preamble of test.sh, test-faults.sh and bench.sh: npm dependencies, redis-server, and the
-# FerretDB binary exported as FERRETDB_BIN for the suites that start their own servers.
+# store built, its directory exported as FI_STORE_DIR for the suites that start their own servers.
 ensure_test_servers() {
   ensure_node_modules
   ensure_redis_binary
-  FERRETDB_BIN="$(ensure_ferretdb)" || exit 1
-  export FERRETDB_BIN
+  FI_STORE_DIR="$(ensure_store)" || exit 1
+  export FI_STORE_DIR
 }
 
 # True when something answers a TCP connection on port $1 of host $2 (default 127.0.0.1).
 port_open() { (exec 3<>"/dev/tcp/${2:-127.0.0.1}/$1") 2>/dev/null; }
+
+# Prints a TCP port free on loopback now (the OS picks it; a tiny race with other processes).
+free_port() {
+  node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{process.stdout.write(String(s.address().port));s.close();})'
+}
+
+# True when GET PATH on 127.0.0.1:PORT answers 200 (no curl needed).
+http_ok() {
+  local port="$1" path="$2" status
+  status="$( (exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$path" >&3 && head -n 1 <&3) 2>/dev/null)" || return 1
+  [[ "$status" == *" 200 "* ]]
+}
 
 wait_port() {
   local port="$1" what="$2"
@@ -92,30 +107,13 @@ wait_port() {
   die "$what did not start listening on port $port."
 }
 
-# ---- private PostgreSQL cluster (the store of FerretDB on PostgreSQL) -----------------------
+# ---- the local store: a private PostgreSQL cluster with DocumentDB, FerretDB v2 on it ----------
 # Never the machine's own PostgreSQL: a cluster of our own, in a directory of our own, on a port
-# of our own, with its socket in its data directory. initdb refuses to run as root, so as root the
-# cluster runs as an unprivileged user (FI_PG_USER, default fi-postgres), created once.
+# of our own, with its socket in its data directory, run from the store's private root
+# (ensure_store). initdb refuses to run as root, so as root the cluster runs as an unprivileged
+# user (FI_PG_USER, default fi-postgres), created once.
 FI_PG_USER="${FI_PG_USER:-fi-postgres}"
-
-# Prints the directory of PostgreSQL's server binaries (initdb, pg_ctl), installing Debian's
-# postgresql when missing. The newest installed major version wins.
-ensure_postgres_binaries() {
-  local initdb
-  initdb="$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1)"
-  if [[ -z "$initdb" ]]; then
-    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
-      echo "installing postgresql with apt-get (FerretDB's store)…" >&2
-      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) || die "apt-get install postgresql failed."
-      initdb="$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1)"
-      [[ -n "$initdb" ]] || die "initdb still missing after apt-get install postgresql."
-    else
-      die "PostgreSQL's server binaries (/usr/lib/postgresql/*/bin/initdb) are missing: run 'sudo apt-get install postgresql' (or use LOCAL_STORE=sqlite / set MONGODB_URI)."
-    fi
-  fi
-  command -v psql >/dev/null 2>&1 || die "psql is missing: run 'sudo apt-get install postgresql-client'."
-  dirname "$initdb"
-}
+PG_MAJOR=15
 
 # Runs a command as the cluster's owner: FI_PG_USER when we are root, else ourselves.
 as_pg_user() {
@@ -131,45 +129,92 @@ ensure_pg_user() {
     || id -u "$FI_PG_USER" >/dev/null 2>&1 || die "useradd $FI_PG_USER failed."
 }
 
-# pg_cluster_start DIR PORT: initialises DIR when empty, starts the cluster on 127.0.0.1:PORT and
-# creates the database `ferretdb` (UTF8, locale C, as FerretDB requires). A cluster of DIR left
-# running by an earlier run is stopped first, so that it listens on PORT.
-pg_cluster_start() {
-  local dir="$1" port="$2" bin
-  bin="$(ensure_postgres_binaries)"
+# pg_tool STORE TOOL ARGS…: one of the private root's PostgreSQL programs, with its libraries,
+# as the cluster's owner.
+pg_tool() {
+  local store="$1" tool="$2"; shift 2
+  as_pg_user env LD_LIBRARY_PATH="$store/root/usr/lib/x86_64-linux-gnu:$store/root/usr/lib/postgresql/$PG_MAJOR/lib" PROJ_DATA="$store/root/usr/share/proj" \
+    "$store/root/usr/lib/postgresql/$PG_MAJOR/bin/$tool" "$@"
+}
+
+# What DocumentDB needs loaded and set (the settings FerretDB's documentation lists).
+store_pg_settings() {
+  cat <<'EOF'
+shared_preload_libraries = 'pg_cron,pg_documentdb_core,pg_documentdb'
+cron.database_name = 'postgres'
+documentdb.enableCompact = true
+documentdb.enableLetAndCollationForQueryMatch = true
+documentdb.enableNowSystemVariable = true
+documentdb.enableSortbyIdPushDownToPrimaryKey = true
+documentdb.enableSchemaValidation = true
+documentdb.enableBypassDocumentValidation = true
+documentdb.enableUserCrud = true
+documentdb.maxUserLimit = 100
+EOF
+}
+
+# store_pg_start STORE DIR PORT: initialises DIR when it holds no cluster (with DocumentDB's
+# settings), starts it on 127.0.0.1:PORT and creates the extension documentdb in the database
+# postgres. A cluster of DIR left running by an earlier run is stopped first, so that it listens
+# on PORT.
+store_pg_start() {
+  local store="$1" dir="$2" port="$3"
   ensure_pg_user
   mkdir -p "$dir"
   if [[ "$(id -u)" == 0 ]]; then
     chown "$FI_PG_USER:" "$dir"
     # Every parent must be traversable by the cluster's owner, or initdb fails with a less clear message.
     as_pg_user test -x "$dir" -a -w "$dir" || die "$FI_PG_USER cannot reach $dir: a parent directory is not traversable (chmod o+x), or put the data elsewhere."
+    as_pg_user test -x "$store/root/usr/lib/postgresql/$PG_MAJOR/bin/postgres" || die "$FI_PG_USER cannot run PostgreSQL from $store: a parent directory is not traversable (chmod o+x)."
   fi
   chmod 700 "$dir"
   if [[ ! -f "$dir/PG_VERSION" ]]; then
     local out
-    out="$(as_pg_user "$bin/initdb" -D "$dir" -U postgres -A trust --encoding=UTF8 --locale=C 2>&1)" || die "initdb failed: $out"
+    out="$(pg_tool "$store" initdb -D "$dir" -U postgres -A trust --encoding=UTF8 --locale=C.UTF-8 2>&1)" || die "initdb failed: $out"
+    store_pg_settings | as_pg_user tee -a "$dir/postgresql.conf" >/dev/null
   fi
-  if as_pg_user "$bin/pg_ctl" -D "$dir" status >/dev/null 2>&1; then
+  if pg_tool "$store" pg_ctl -D "$dir" status >/dev/null 2>&1; then
     echo "stopping the PostgreSQL left running in $dir by an earlier run…" >&2
-    as_pg_user "$bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null
+    store_pg_stop "$store" "$dir"
   fi
   port_open "$port" && die "port $port is taken: choose another one for the private PostgreSQL."
   # The socket lives in the data directory; Unix socket paths are limited to 107 bytes.
   (( ${#dir} + 20 < 108 )) || die "$dir is too long a path for PostgreSQL's socket: put the data in a shorter one."
-  as_pg_user "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t 60 start \
+  pg_tool "$store" pg_ctl -D "$dir" -l "$dir/server.log" -w -t 60 start \
     -o "-p $port -k '$dir' -c listen_addresses=127.0.0.1" >/dev/null || die "PostgreSQL did not start (see $dir/server.log)."
-  local sql=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d postgres -tA)
-  if [[ -z "$("${sql[@]}" -c "SELECT 1 FROM pg_database WHERE datname = 'ferretdb'")" ]]; then
-    "${sql[@]}" -c "CREATE DATABASE ferretdb ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0" \
-      || die "could not create the database ferretdb."
-  fi
+  local out
+  out="$(pg_tool "$store" psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d postgres \
+    -c 'CREATE EXTENSION IF NOT EXISTS documentdb CASCADE' 2>&1)" || die "CREATE EXTENSION documentdb failed: $out"
 }
 
-# pg_cluster_stop DIR: fast shutdown (aborts open transactions, writes a checkpoint); quiet when
-# the cluster is not running.
-pg_cluster_stop() {
-  local dir="$1" bin
-  bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)"
-  [[ -n "$bin" && -f "$dir/postmaster.pid" ]] || return 0
-  as_pg_user "$bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null 2>&1 || true
+# store_pg_stop STORE DIR: fast shutdown (aborts open transactions, writes a checkpoint); quiet
+# when the cluster is not running.
+store_pg_stop() {
+  local store="$1" dir="$2"
+  [[ -f "$dir/postmaster.pid" ]] || return 0
+  pg_tool "$store" pg_ctl -D "$dir" -m fast -w stop >/dev/null 2>&1 || true
+}
+
+# store_ferretdb_exec STORE PG_PORT PORT DEBUG_PORT STATE_DIR: replaces the shell with FerretDB
+# on the cluster of PG_PORT (one process: signals reach FerretDB, its pid is the caller's).
+# MongoDB clients connect to PORT without credentials; GET /debug/readyz on DEBUG_PORT answers
+# once it is ready.
+store_ferretdb_exec() {
+  local store="$1" pg_port="$2" port="$3" debug_port="$4" state_dir="$5"
+  mkdir -p "$state_dir"
+  exec "$store/ferretdb" --postgresql-url="postgres://postgres@127.0.0.1:$pg_port/postgres" \
+    --listen-addr="127.0.0.1:$port" --debug-addr="127.0.0.1:$debug_port" --state-dir="$state_dir" \
+    --no-auth --telemetry=disable --log-level="${FERRETDB_LOG_LEVEL:-warn}"
+}
+
+# store_wait_ready DEBUG_PORT PID: until FerretDB's /debug/readyz answers 200 (60 s at most);
+# stops with a message if the process PID exits first.
+store_wait_ready() {
+  local debug_port="$1" pid="$2"
+  for _ in $(seq 1 600); do
+    kill -0 "$pid" 2>/dev/null || die "FerretDB exited at start."
+    http_ok "$debug_port" /debug/readyz && return 0
+    sleep 0.1
+  done
+  die "FerretDB was not ready after 60 s (GET http://127.0.0.1:$debug_port/debug/readyz)."
 }

@@ -1,27 +1,15 @@
 #!/usr/bin/env bash
-# The README's start command: API + worker, with a Redis and a FerretDB of its own unless
-# REDIS_URL / MONGODB_URI point elsewhere. Local data lives in LOCAL_RUN_DIR (default .run/,
-# git-ignored). SIGINT or SIGTERM to this process (Ctrl-C, or a supervisor signalling only the
-# top process) stops everything it started, then it exits by that signal. package.json runs it
-# with `exec`: npm runs a script as `sh -c '…'` and forwards SIGTERM/SIGINT to that sh, which
-# would die of it and leave this script, and all it started, running.
-#
-# It never uses a server it finds listening: a Redis someone else runs may have AOF off or evict
-# keys, and a foreign database gets our writes. Its own servers listen on project ports
-# (LOCAL_REDIS_PORT, default 6390; LOCAL_MONGODB_PORT, default 27017); a taken port stops it with
-# a message. The local FerretDB stores into a private PostgreSQL cluster (data in
-# LOCAL_RUN_DIR/postgres, port LOCAL_POSTGRES_PORT, default 54329) with GIN indexes that serve _id
-# reads and conditional updates (scripts/ferretdb-pg-setup.ts); LOCAL_STORE=sqlite runs FerretDB
-# on SQLite instead (LOCAL_RUN_DIR/ferretdb), where every such filter scans the whole collection.
+# The README's start command: API + worker, with a Redis and a MongoDB stand-in of its own unless
+# REDIS_URL / MONGODB_URI point elsewhere (scripts/local-services.sh: ports, run directory, the
+# store). SIGINT or SIGTERM to this process (Ctrl-C, or a supervisor signalling only the top
+# process) stops everything it started, then it exits by that signal. package.json runs it with
+# `exec`: npm runs a script as `sh -c '…'` and forwards SIGTERM/SIGINT to that sh, which would die
+# of it and leave this script, and all it started, running.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$ROOT/scripts/local-services.sh"
 cd "$ROOT"
 
-RUN_DIR="${LOCAL_RUN_DIR:-$ROOT/.run}"
-LOCAL_STORE="${LOCAL_STORE:-postgresql}"
-LOCAL_POSTGRES_PORT="${LOCAL_POSTGRES_PORT:-54329}"
-LOCAL_REDIS_PORT="${LOCAL_REDIS_PORT:-6390}"
-LOCAL_MONGODB_PORT="${LOCAL_MONGODB_PORT:-27017}"
 export PORT="${PORT:-3000}"
 # This is the development command: loopback unless told otherwise (the API refuses the
 # development key on any other address). Platforms run `node dist/api/main.js`, default 0.0.0.0.
@@ -30,22 +18,11 @@ export HOST="${HOST:-127.0.0.1}"
 # The API flushes its pending writes to Redis and the worker finishes its jobs on SIGTERM, so
 # both stop before the servers they write to.
 APP_PIDS=()
-SERVER_PIDS=()
-PG_DIR=""
-
-stop_pids() {
-  local p
-  for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "$@"; do wait "$p" 2>/dev/null || true; done
-}
 
 stop_all() {
   stop_pids "${APP_PIDS[@]}"
   APP_PIDS=()
-  stop_pids "${SERVER_PIDS[@]}"
-  SERVER_PIDS=()
-  # After FerretDB has gone, so that it does not log a lost connection for every client.
-  if [[ -n "$PG_DIR" ]]; then pg_cluster_stop "$PG_DIR"; PG_DIR=""; fi
+  stop_local_servers
 }
 
 # Bash runs a trap once the foreground command ends; while it waits in `wait -n` (where this
@@ -67,58 +44,8 @@ trap stop_all EXIT
 
 ensure_node_modules
 mkdir -p "$RUN_DIR"
-
-port_taken_hint() {
-  echo "stop it (an earlier npm start left running?), choose another $1, or set $2 to use that server on purpose."
-}
-
-if [[ -n "${REDIS_URL:-}" || -n "${REDIS_TLS_URL:-}" ]]; then
-  echo "Redis: REDIS_URL${REDIS_TLS_URL:+ (REDIS_TLS_URL)} is set: using that Redis, not starting one." >&2
-  REDIS_ORIGIN="given by REDIS_URL"
-else
-  port_open "$LOCAL_REDIS_PORT" && die "port $LOCAL_REDIS_PORT (LOCAL_REDIS_PORT) is taken: npm start runs a Redis of its own there; $(port_taken_hint LOCAL_REDIS_PORT REDIS_URL)"
-  ensure_redis_binary
-  mkdir -p "$RUN_DIR/redis"
-  redis-server --port "$LOCAL_REDIS_PORT" --bind 127.0.0.1 --dir "$RUN_DIR/redis" --save '' \
-    --appendonly yes --appendfsync everysec --maxmemory-policy noeviction >"$RUN_DIR/redis.log" 2>&1 &
-  SERVER_PIDS+=($!)
-  wait_port "$LOCAL_REDIS_PORT" "redis-server"
-  export REDIS_URL="redis://127.0.0.1:$LOCAL_REDIS_PORT"
-  REDIS_ORIGIN="started by npm start: AOF everysec, noeviction, data in $RUN_DIR/redis"
-  echo "Redis: started its own on 127.0.0.1:$LOCAL_REDIS_PORT (AOF everysec, noeviction; data in $RUN_DIR/redis)." >&2
-fi
-
-if [[ -n "${MONGODB_URI:-}" ]]; then
-  echo "MongoDB: MONGODB_URI is set: using that server, not starting one." >&2
-  MONGODB_ORIGIN="given by MONGODB_URI"
-else
-  port_open "$LOCAL_MONGODB_PORT" && die "port $LOCAL_MONGODB_PORT (LOCAL_MONGODB_PORT) is taken: npm start runs a FerretDB of its own there; $(port_taken_hint LOCAL_MONGODB_PORT MONGODB_URI)"
-  FERRETDB_BIN="$(ensure_ferretdb)"
-  FERRETDB_FLAGS=(--listen-addr="127.0.0.1:$LOCAL_MONGODB_PORT" --debug-addr=- --state-dir=- --telemetry=disable --log-level=warn)
-  export MONGODB_URI="mongodb://127.0.0.1:$LOCAL_MONGODB_PORT/feedback"
-  case "$LOCAL_STORE" in
-    sqlite)
-      mkdir -p "$RUN_DIR/ferretdb"
-      "$FERRETDB_BIN" --handler=sqlite --sqlite-url="file:$RUN_DIR/ferretdb/" "${FERRETDB_FLAGS[@]}" >"$RUN_DIR/ferretdb.log" 2>&1 &
-      SERVER_PIDS+=($!)
-      wait_port "$LOCAL_MONGODB_PORT" "FerretDB"
-      MONGODB_ORIGIN="FerretDB started by npm start, on SQLite in $RUN_DIR/ferretdb"
-      ;;
-    postgresql)
-      PG_DIR="$RUN_DIR/postgres"
-      pg_cluster_start "$PG_DIR" "$LOCAL_POSTGRES_PORT"
-      PG_URL="postgres://postgres@127.0.0.1:$LOCAL_POSTGRES_PORT/ferretdb"
-      "$FERRETDB_BIN" --handler=postgresql --postgresql-url="$PG_URL" "${FERRETDB_FLAGS[@]}" >"$RUN_DIR/ferretdb.log" 2>&1 &
-      SERVER_PIDS+=($!)
-      wait_port "$LOCAL_MONGODB_PORT" "FerretDB"
-      # The collections and GIN indexes of the database that the API and worker use (MONGODB_URI's path).
-      npx --no-install tsx scripts/ferretdb-pg-setup-main.ts --postgresql-url="$PG_URL" >&2 || die "the FerretDB store setup failed."
-      MONGODB_ORIGIN="FerretDB started by npm start, on a private PostgreSQL on port $LOCAL_POSTGRES_PORT, data in $PG_DIR"
-      ;;
-    *) die "LOCAL_STORE must be postgresql (default) or sqlite, not '$LOCAL_STORE'." ;;
-  esac
-  echo "MongoDB: started its own FerretDB on 127.0.0.1:$LOCAL_MONGODB_PORT ($MONGODB_ORIGIN)." >&2
-fi
+start_local_redis
+start_local_store
 
 if [[ -z "${API_KEYS:-}" ]]; then
   # The secret is DEV_API_KEY_SECRET of api/dev-key-guard.ts, which refuses it off loopback.

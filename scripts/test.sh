@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, then runs the whole mocha suite against a
-# private Redis and FerretDB that the tests start on free ports (never a server you already run).
+# private Redis and store (FerretDB v2 on PostgreSQL + DocumentDB) that the tests start on free ports (never a server you already run).
 # Extra arguments go to mocha (e.g. `npm test -- --grep idempotency`).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 ensure_test_servers
-# The "ferretdb on postgresql" suite starts private PostgreSQL clusters: install or fail now, not mid-run.
-ensure_postgres_binaries >/dev/null
 CHROMIUM_BIN="$(ensure_chromium)"
 export CHROMIUM_BIN
 export TEST_SUITE_NAME="${TEST_SUITE_NAME:-tests}"

@@ -93,8 +93,6 @@ const SETTINGS = {
   keepCompletedJobs: int('KEEP_COMPLETED_JOBS', { default: 1000, min: 0, max: 10_000_000, unit: 'jobs' }, 'Completed jobs kept in Redis (also at most one hour).'),
   keepFailedJobs: int('KEEP_FAILED_JOBS', { default: 10_000, min: 0, max: 10_000_000, unit: 'jobs' }, 'Failed jobs kept in Redis (also at most seven days).'),
   storeRetryMaxDelayMs: int('STORE_RETRY_MAX_DELAY_MS', { default: 10_000, min: 10, max: 3_600_000, unit: 'ms' }, 'Cap of the delay between retries while MongoDB is unreachable; these retries use no attempt.'),
-  writeLeaseMs: int('WRITE_LEASE_MS', { default: 30_000, min: 1000, max: 3_600_000, unit: 'ms' }, "How long a worker's claim on a response is exclusive on a store whose updates are not atomic (FerretDB); a dead worker's claims expire within twice this."),
-  storeProfile: oneOf('STORE_PROFILE', ['auto', 'mongodb', 'ferretdb'], 'auto', 'What the worker and the API\'s reads rely on from the store (atomic conditional updates, per-operation errors, indexed `$in`): `auto` asks the server (worker: at start-up, API: at its first read); `mongodb` or `ferretdb` force it.'),
   shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', { default: 10_000, min: 100, max: 600_000, unit: 'ms' }, 'Longest graceful shutdown before the process exits anyway.'),
   workerMetricsPort: int('WORKER_METRICS_PORT', { default: 0, min: 0, max: 65535 }, "Port of the worker's `/metrics`; 0 = off."),
   logLevel: oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info', 'pino level.'),

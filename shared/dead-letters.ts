@@ -8,7 +8,7 @@ export const DeadLetterReason = {
   malformedJob: 'malformed_job',
   /** One write in the job fails the queue contract. */
   malformedWrite: 'malformed_write',
-  /** MongoDB refuses the document for good (FerretDB: nested arrays, NUL in strings, …). */
+  /** MongoDB refuses the document for good (larger than its 16 MiB document limit, …). */
   storeRejected: 'store_rejected',
   /** A response whose record was never stored, after every attempt. */
   recordNotStored: 'record_not_stored',
@@ -40,14 +40,24 @@ export interface DeadLetterStore {
   collection(): Collection<DeadLetter>;
 }
 
-// FerretDB cannot store NUL in strings; JSON.stringify escapes NUL, but error texts may carry it.
+// JSON.stringify escapes NUL, but error texts may carry it.
 const stripNul = (s: string) => s.replaceAll('\0', '\\u0000');
+
+/**
+ * Longest payload_json kept, characters. A write refused for being larger than the store's
+ * document limit would make its dead letter too large as well: it keeps its head only (no
+ * longer JSON, so the admin shows it as text and a retry refuses it), and the error says so.
+ */
+export const DEAD_LETTER_PAYLOAD_MAX_CHARS = 1024 * 1024;
 
 export function createDeadLetterStore(db: Db): DeadLetterStore {
   const col = db.collection<DeadLetter>(COLLECTIONS.deadLetters);
   return {
     async record(letter) {
-      const doc = { ...letter, error: stripNul(letter.error).slice(0, 2000), failed_at: new Date() };
+      const whole = letter.payload_json.length <= DEAD_LETTER_PAYLOAD_MAX_CHARS;
+      const error = stripNul(letter.error).slice(0, 2000) + (whole ? '' : ` (payload_json cut to its first ${DEAD_LETTER_PAYLOAD_MAX_CHARS} of ${letter.payload_json.length} characters)`);
+      const payload_json = whole ? letter.payload_json : letter.payload_json.slice(0, DEAD_LETTER_PAYLOAD_MAX_CHARS);
+      const doc = { ...letter, error, payload_json, failed_at: new Date() };
       await col.updateOne({ _id: letter._id }, { $setOnInsert: doc }, { upsert: true });
     },
     collection: () => col,

@@ -4,8 +4,6 @@ import type { Config } from './config.js';
 export const COLLECTIONS = {
   records: 'feedback_records',
   responses: 'feedback_responses',
-  /** Short-lived claims on responses, for stores whose updates are not atomic (worker/leases.ts). */
-  responseLeases: 'feedback_response_leases',
   /** Small service state, e.g. the acceptance-order floor (api/order-floor.ts). */
   meta: 'feedback_meta',
   deadLetters: 'feedback_dead_letters',

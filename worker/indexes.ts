@@ -12,7 +12,6 @@ const INDEXES: readonly { readonly collection: string; readonly index: IndexDesc
   { collection: COLLECTIONS.responses, index: { key: { feedback_dataset_id: 1, updated_at: 1 }, name: 'dataset_updated' } },
   // The agreement endpoint reads a dataset's submitted responses in record order, a unit at a time.
   { collection: COLLECTIONS.responses, index: { key: { feedback_dataset_id: 1, status: 1, feedback_record_id: 1 }, name: 'dataset_status_record' } },
-  { collection: COLLECTIONS.responseLeases, index: { key: { epoch: 1 }, name: 'epoch' } },
   { collection: COLLECTIONS.deadLetters, index: { key: { failed_at: 1 }, name: 'failed_at' } },
 ];
 
@@ -25,8 +24,7 @@ export class IndexSetupError extends Error {
 }
 
 /**
- * Creates the indexes, one per command (FerretDB v1 fails a repeated createIndexes that lists
- * several existing ones). Throws {@link TransientStoreError} while the store is unreachable (the
+ * Creates the indexes, one per command, so that a refused one is named. Throws {@link TransientStoreError} while the store is unreachable (the
  * caller retries) and {@link IndexSetupError} for anything else (the caller stops).
  */
 export async function ensureIndexes(db: Db): Promise<void> {

@@ -1,4 +1,4 @@
-import { DelayedError, UnrecoverableError, Worker, type Job } from 'bullmq';
+import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import * as v from 'valibot';
 import { DeadLetterReason, type DeadLetterStore } from '../shared/dead-letters.js';
 import type { Logger } from '../shared/logger.js';
@@ -36,13 +36,10 @@ export interface JobSummary {
 }
 
 interface WriteProcessor {
-  process(job: Job, token?: string): Promise<JobSummary>;
+  process(job: Job): Promise<JobSummary>;
   /** For jobs that failed for good outside the processor (stalled too often): dead-letter their writes. */
   onFailed(job: Job | undefined, err: Error): Promise<void>;
 }
-
-/** How long a job waits when another worker holds some of its responses, ms (no attempt used). */
-const BUSY_DELAY_MS = 250;
 
 function payloadText(value: unknown): string {
   try {
@@ -106,7 +103,7 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
     return { items, deadLettered };
   }
 
-  async function processJob(job: Job, token?: string): Promise<JobSummary> {
+  async function processJob(job: Job): Promise<JobSummary> {
     const log = logger.child({ job_id: job.id, attempt: job.attemptsMade + 1 });
     try {
       const envelope = decodeJob(job.data, deps.maxInflatedBytes);
@@ -133,12 +130,6 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
           await deadLetter(job, DeadLetterReason.storeRejected, r.error, item.index, item.write, item);
           deadLettered++;
         }
-      }
-      if (having('busy').length > 0) {
-        // Another worker is updating some of these responses: come back shortly, no attempt used.
-        metrics.jobs.inc({ outcome: 'delayed' });
-        await job.moveToDelayed(Date.now() + BUSY_DELAY_MS, token);
-        throw new DelayedError();
       }
       const deferred = having('deferred');
       if (deferred.length > 0) {

@@ -1,7 +1,6 @@
 import type { Collection } from 'mongodb';
 import type { RecordDoc } from '../shared/documents.js';
 import { isTransientMongoError, TransientStoreError } from './errors.js';
-import type { StoreProfile } from '../shared/store-profile.js';
 
 interface RecordLookup {
   /** Notes a record as stored (records are never deleted, so the note stays true). */
@@ -10,18 +9,14 @@ interface RecordLookup {
   datasetsOf(recordIds: readonly string[]): Promise<Map<string, string>>;
 }
 
-/** Lookups run at once per batch on a store that evaluates `$in` by scanning. */
-const LOOKUP_CONCURRENCY = 16;
-
 /**
  * Which records are stored, and their datasets, for the responses of a batch. A bounded memory
  * of records stored or seen keeps the reads off the hot path of annotation traffic, where many
- * responses come for the same records. What is not remembered is read in one `$in` query where
- * the store serves it from an index (MongoDB), else one `_id` lookup per record (FerretDB pushes
- * only those down to its backend).
+ * responses come for the same records. What is not remembered is read in one `$in` query, which
+ * the `_id` index serves.
  */
-export function createRecordLookup(options: { records: Collection<RecordDoc>; profile: StoreProfile; capacity: number }): RecordLookup {
-  const { records, profile, capacity } = options;
+export function createRecordLookup(options: { records: Collection<RecordDoc>; capacity: number }): RecordLookup {
+  const { records, capacity } = options;
   // A Map keeps insertion order: deleting the first key evicts the oldest entry.
   const known = new Map<string, string>();
 
@@ -31,16 +26,7 @@ export function createRecordLookup(options: { records: Collection<RecordDoc>; pr
     if (known.size > capacity) known.delete(known.keys().next().value!);
   };
 
-  async function read(ids: readonly string[]): Promise<{ _id: string; feedback_dataset_id: string }[]> {
-    const projection = { projection: { feedback_dataset_id: 1 } };
-    if (profile.indexedIn) return records.find({ _id: { $in: [...ids] } }, projection).toArray();
-    const found: { _id: string; feedback_dataset_id: string }[] = [];
-    for (let start = 0; start < ids.length; start += LOOKUP_CONCURRENCY) {
-      const docs = await Promise.all(ids.slice(start, start + LOOKUP_CONCURRENCY).map((id) => records.findOne({ _id: id }, projection)));
-      for (const d of docs) if (d !== null) found.push(d);
-    }
-    return found;
-  }
+  const read = (ids: readonly string[]) => records.find({ _id: { $in: [...ids] } }, { projection: { feedback_dataset_id: 1 } }).toArray();
 
   return {
     remember,

@@ -12,7 +12,6 @@ import { isTransientMongoError, TransientStoreError } from './errors.js';
 import { ensureIndexes } from './indexes.js';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.js';
 import { createWriteProcessor } from './processor.js';
-import { detectStoreProfile, type StoreProfile } from '../shared/store-profile.js';
 import { createFeedbackWriter } from './writer.js';
 
 export interface WorkerRuntime {
@@ -24,7 +23,6 @@ export interface WorkerRuntime {
   readonly redis: RedisClient;
   readonly metrics: WorkerMetrics;
   readonly metricsServer: Server | undefined;
-  readonly profile: StoreProfile;
   /** Finishes the jobs in hand (bounded by the caller), then closes every connection. */
   close(): Promise<void>;
 }
@@ -38,13 +36,12 @@ function maxInflatedBytes(config: Pick<Config, 'batchMaxBytes' | 'bodyLimitBytes
   return 6 * Math.max(config.batchMaxBytes, config.bodyLimitBytes) + config.batchMaxItems * 4096;
 }
 
-/** Reads the store's profile and creates indexes, waiting while MongoDB is not up yet. */
-async function prepareStore(mongo: MongoHandle, config: Config, logger: Logger): Promise<StoreProfile> {
+/** Creates indexes, waiting while MongoDB is not up yet. */
+async function prepareStore(mongo: MongoHandle, logger: Logger): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
-      const profile = await detectStoreProfile(mongo.db, config.storeProfile);
       await ensureIndexes(mongo.db);
-      return profile;
+      return;
     } catch (err) {
       // Anything but "not reachable" (an index that conflicts with an existing one…) will not heal
       // by waiting: the caller stops with this one line.
@@ -67,11 +64,11 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
   logConnections(logger, config);
   const ownMongo = options.mongo === undefined;
   const mongo = options.mongo ?? createMongo(config);
-  const profile = await prepareStore(mongo, config, logger).catch(async (err: unknown) => {
+  await prepareStore(mongo, logger).catch(async (err: unknown) => {
     if (ownMongo) await mongo.close();
     throw err;
   });
-  const writer = createFeedbackWriter({ db: primaryDb(mongo), logger, profile, leaseMs: config.writeLeaseMs });
+  const writer = createFeedbackWriter({ db: primaryDb(mongo), logger });
   const redis = createRedis(config, 'worker', logger);
   void checkEvictionPolicy(redis, logger);
   void checkPersistence(redis, logger);
@@ -97,7 +94,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
       pauseQueue: pauseQueues,
       maxInflatedBytes: maxInflatedBytes(config),
     });
-    const worker = new Worker(config.queueName, (job, token) => processor.process(job, token), {
+    const worker = new Worker(config.queueName, (job) => processor.process(job), {
       connection: redis,
       prefix: shard.prefix,
       concurrency: perShard,
@@ -129,7 +126,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     metricsServer.on('error', (err) => logger.error({ err: err.message, port: config.workerMetricsPort }, 'worker metrics server failed; metrics are off'));
     metricsServer.listen(config.workerMetricsPort);
   }
-  logger.info({ queue: config.queueName, shards: shards.length, concurrency: perShard * shards.length, store: profile.name }, 'worker started');
+  logger.info({ queue: config.queueName, shards: shards.length, concurrency: perShard * shards.length}, 'worker started');
 
   let closing: Promise<void> | undefined;
   return {
@@ -139,11 +136,9 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     redis,
     metrics,
     metricsServer,
-    profile,
     close() {
       closing ??= (async () => {
         await Promise.all(workers.map((w) => w.close()));
-        writer.close();
         metricsServer?.close();
         await Promise.all(queues.map((q) => q.close()));
         if (ownMongo) await mongo.close();

@@ -2,7 +2,6 @@ import type { Db } from 'mongodb';
 import { createGroupCommit } from '../shared/group-commit.js';
 import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
-import { sleep } from '../shared/process.js';
 import {
   firstResponseDoc,
   isRecordWrite,
@@ -13,9 +12,7 @@ import {
 } from './documents.js';
 import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
 import { insertNew } from './inserts.js';
-import { createLeases } from './leases.js';
 import { createRecordLookup } from './record-lookup.js';
-import type { StoreProfile } from '../shared/store-profile.js';
 import { applyUpdates, type UpdateOutcome } from './updates.js';
 
 /** What became of one write. */
@@ -26,8 +23,6 @@ export type WriteResult =
   | { readonly kind: 'stale'; readonly newer: number | undefined }
   /** The record of this response is not stored yet (still queued in another job). */
   | { readonly kind: 'deferred' }
-  /** Another writer holds the response right now; try again shortly. */
-  | { readonly kind: 'busy' }
   /** The store refuses the write for good. */
   | { readonly kind: 'rejected'; readonly error: string };
 
@@ -38,16 +33,11 @@ export interface FeedbackWriter {
    * into the next round, so concurrent jobs share their store commands.
    */
   write(items: readonly SequencedWrite[]): Promise<WriteResult[]>;
-  /** Stops the background sweep of dead leases. */
-  close(): void;
 }
 
 interface FeedbackWriterOptions {
   readonly db: Db;
   readonly logger: Logger;
-  readonly profile: StoreProfile;
-  /** How long a lease on a response is exclusive, ms (stores without atomic updates). */
-  readonly leaseMs: number;
   /** Most writes per store round. Default 2000. */
   readonly maxBatchWrites?: number;
   /** Records remembered as stored, so their responses need no read. Default 100000. */
@@ -56,26 +46,19 @@ interface FeedbackWriterOptions {
 
 const STORED: WriteResult = { kind: 'stored' };
 const DEFERRED: WriteResult = { kind: 'deferred' };
-const BUSY: WriteResult = { kind: 'busy' };
-/** Waits before asking again for leases another writer holds, ms. */
-const LEASE_RETRY_DELAYS_MS = [10, 25, 50, 100, 200];
-
-type Outcome = UpdateOutcome | { readonly kind: 'busy' };
 
 export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWriter {
-  const { db, logger, profile, leaseMs } = options;
+  const { db, logger } = options;
   const records = db.collection<RecordDoc>(COLLECTIONS.records);
   const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
-  const lookup = createRecordLookup({ records, profile, capacity: options.recordCacheSize ?? 100_000 });
-  const leases = profile.atomicUpdates ? undefined : createLeases({ db, leaseMs });
-  const sweeper = leases === undefined ? undefined : setInterval(() => void leases.sweep().catch(() => undefined), leaseMs);
-  sweeper?.unref();
+  const lookup = createRecordLookup({ records, capacity: options.recordCacheSize ?? 100_000 });
 
   const rounds = createGroupCommit<readonly SequencedWrite[], WriteResult[]>({
     maxItems: Number.MAX_SAFE_INTEGER,
     maxWeight: options.maxBatchWrites ?? 2_000,
     weight: (items) => items.length,
-    // One store round at a time per process: FerretDB stops answering when commands pile up.
+    // One store round at a time per process: a round then finds the records of the rounds before
+    // it stored (or remembered), instead of deferring their responses to a retry of the job.
     maxInFlight: 1,
     async commit(jobs) {
       const results = await store(jobs.flat());
@@ -86,7 +69,6 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
 
   return {
     write: (items) => (items.length === 0 ? Promise.resolve([]) : rounds.submit(items)),
-    close: () => clearInterval(sweeper),
   };
 
   /**
@@ -119,10 +101,6 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
         if (outcome.kind === 'rejected') {
           results[top] = outcome;
           if (older.length > 0) next.push(older);
-          return;
-        }
-        if (outcome.kind === 'busy') {
-          for (const i of candidates) results[i] = BUSY;
           return;
         }
         if (outcome.kind === 'applied') {
@@ -171,8 +149,8 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
   }
 
   /** Writes the newest candidate of each response: first responses by insert, the rest by conditional upsert. */
-  async function writeNewest(items: readonly SequencedWrite[], open: readonly number[][], datasets: ReadonlyMap<string, string>): Promise<Outcome[]> {
-    const outcomes: Outcome[] = new Array<Outcome>(open.length);
+  async function writeNewest(items: readonly SequencedWrite[], open: readonly number[][], datasets: ReadonlyMap<string, string>): Promise<UpdateOutcome[]> {
+    const outcomes: UpdateOutcome[] = new Array<UpdateOutcome>(open.length);
     const firsts: { k: number; doc: ResponseDoc }[] = [];
     const updates: number[] = [];
     open.forEach((candidates, k) => {
@@ -196,28 +174,8 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       const datasetId = datasets.get(top.write.record_id) ?? (isRecordWrite(top) ? top.write.record.feedback_dataset_id : '');
       return responseUpdate(top, datasetId, createdAt);
     };
-    if (leases === undefined) {
-      const applied = await applyUpdates(responses, updates.map(opOf), profile);
-      updates.forEach((k, n) => (outcomes[k] = applied[n]!));
-      return outcomes;
-    }
-    // Stores without atomic updates: hold a lease on each response while updating it.
-    let waiting = updates;
-    for (const delayMs of [0, ...LEASE_RETRY_DELAYS_MS]) {
-      if (waiting.length === 0) break;
-      if (delayMs > 0) await sleep(delayMs);
-      const grant = await leases.acquire(waiting.map((k) => items[open[k]![0]!]!.write.response_id));
-      const held = new Set(grant.held);
-      const mine = waiting.filter((k) => held.has(items[open[k]![0]!]!.write.response_id));
-      try {
-        const applied = await applyUpdates(responses, mine.map(opOf), profile, grant.validUntil - Date.now() - leaseMs / 10);
-        mine.forEach((k, n) => (outcomes[k] = applied[n]!));
-      } finally {
-        await grant.release().catch((err: unknown) => logger.debug({ err: (err as Error).message }, 'lease release failed; it expires by itself'));
-      }
-      waiting = waiting.filter((k) => !held.has(items[open[k]![0]!]!.write.response_id));
-    }
-    for (const k of waiting) outcomes[k] = { kind: 'busy' };
+    const applied = await applyUpdates(responses, updates.map(opOf));
+    updates.forEach((k, n) => (outcomes[k] = applied[n]!));
     return outcomes;
   }
 

@@ -153,7 +153,7 @@ export function renderMarkdown(res: BenchResult): string {
   const o = res.options;
   out.push(`# feedback-ingest benchmark, ${res.startedAt}`);
   out.push('');
-  out.push(`Command: \`${res.command}\` · wall time ${fmt(res.wallSeconds / 60, 1)} min · ${res.machine['cpus']} CPUs (${res.machine['cpuModel']}) · Node ${res.machine['node']} · ${res.machine['redis']} · FerretDB ${res.machine['ferretdb']} (SQLite)`);
+  out.push(`Command: \`${res.command}\` · wall time ${fmt(res.wallSeconds / 60, 1)} min · ${res.machine['cpus']} CPUs (${res.machine['cpuModel']}) · Node ${res.machine['node']} · ${res.machine['redis']} · FerretDB ${res.machine['ferretdb']} on PostgreSQL 15 + DocumentDB`);
   out.push('');
   out.push(
     `${o['rounds']} rounds × ${o['durationS']} s per design, designs alternating (order rotated each round), ${res.mix.connections} connections, ${String(o['loadgen'])} on loopback on the same cores. ` +
@@ -165,7 +165,7 @@ export function renderMarkdown(res: BenchResult): string {
   out.push('');
   out.push('## Designs (medians over rounds)');
   out.push('');
-  out.push('| Design | accepted req/s (min–max) | p50 ms | p99 ms | max ms | non-2xx + errors | server CPU µs/req | Redis µs/req | FerretDB µs/req | worker µs/req | load gen µs/req | server ELU |');
+  out.push('| Design | accepted req/s (min–max) | p50 ms | p99 ms | max ms | non-2xx + errors | server CPU µs/req | Redis µs/req | store (FerretDB + PostgreSQL) µs/req | worker µs/req | load gen µs/req | server ELU |');
   out.push('|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const d of DESIGNS) {
     const m = res.medians[d];

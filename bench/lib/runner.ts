@@ -10,7 +10,7 @@ import type { RecordWrite } from '../../shared/schemas.js';
 import { ensureIndexes } from '../../worker/indexes.js';
 import { buildMix, runLoad, type LoadResult, type LoadRun, type Mix } from './load.js';
 import type { Options } from './options.js';
-import { cpuSeconds, cpuSecondsWithChildren, machineCpu, type Proc } from './procs.js';
+import { cpuSeconds, cpuSecondsWithChildren, machineCpu, postmasterPid, treeCpuSeconds, type Proc } from './procs.js';
 import { runWrk } from './wrk.js';
 import { scrape, sumOf, type Scrape } from './prom.js';
 import { fmt } from './report.js';
@@ -127,9 +127,15 @@ interface CpuSnap {
   readonly machine: { busy: number; total: number };
 }
 
+/** CPU seconds of a store: FerretDB, and its PostgreSQL (the postmaster and its backends), where the work is done. */
+function storeCpuSeconds(store: Service): number {
+  const postmaster = store.postgres === undefined ? undefined : postmasterPid(store.postgres.port);
+  return cpuSeconds(store.proc.pid) + (postmaster === undefined ? 0 : treeCpuSeconds(postmaster));
+}
+
 export function cpuSnap(ctx: Ctx): CpuSnap {
-  const per: Record<string, number> = { redis: cpuSeconds(ctx.redis.proc.pid), ferretdb: cpuSeconds(ctx.ferret.proc.pid), loadgen: cpuSecondsWithChildren(process.pid) };
-  if (ctx.ferretDirect !== undefined) per['ferretdb_direct'] = cpuSeconds(ctx.ferretDirect.proc.pid);
+  const per: Record<string, number> = { redis: cpuSeconds(ctx.redis.proc.pid), ferretdb: storeCpuSeconds(ctx.ferret), loadgen: cpuSecondsWithChildren(process.pid) };
+  if (ctx.ferretDirect !== undefined) per['ferretdb_direct'] = storeCpuSeconds(ctx.ferretDirect);
   for (const [name, p] of Object.entries(ctx.procs)) if (p !== undefined) per[name] = cpuSeconds(p.pid);
   return { per, machine: machineCpu() };
 }

@@ -137,7 +137,7 @@ export async function runDatasetsScenario(opts: { durationS: number; rounds: num
   const memory = await memoryPer1000(1000);
   progress(`memory per 1,000 defined datasets (8 fields, 6 questions each): ${fmt(memory.held / 1024 / 1024, 2)} MiB of heap held, ${fmt(memory.checked / 1024 / 1024, 2)} MiB once each has checked writes`);
 
-  const [redis, ferret] = await Promise.all([startRedisServer(ROOT), startFerretDbServer(ROOT, 'sqlite')]);
+  const [redis, ferret] = await Promise.all([startRedisServer(ROOT), startFerretDbServer(ROOT)]);
   const port = await freePort();
   const key = `bench-${randomBytes(12).toString('hex')}`;
   const adminKey = `admin-${randomBytes(12).toString('hex')}`;

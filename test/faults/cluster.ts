@@ -35,7 +35,7 @@ interface ClusterOptions {
 }
 
 /**
- * One scenario's world: its own durable Redis and FerretDB, any number of API and worker child
+ * One scenario's world: its own durable Redis and store, any number of API and worker child
  * processes, and the test's own view of the queue and the database. `close()` kills everything,
  * even after a failure, and keeps the processes' logs under test-artifacts/.
  */

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { OVERSIZE_TEXT } from '../helpers/oversize.js';
 import { isDeepStrictEqual } from 'node:util';
 import { Agent } from 'node:http';
 import type { Db } from 'mongodb';
@@ -37,7 +38,7 @@ interface Entry {
   readonly body: Record<string, any>;
   /** The annotator of the (first) response. */
   readonly userId: string;
-  /** A write FerretDB refuses for good; it must be dead-lettered, not stored. */
+  /** A write the store refuses for good (too large); it must be dead-lettered, not stored. */
   readonly poison: boolean;
   readonly target: string;
   readonly startedAt: number;
@@ -62,13 +63,12 @@ interface LoadOptions {
   readonly responseShare?: number;
   /**
    * Share of those responses that update an existing (record, annotator) pair rather than open a
-   * new one. Default 0.7: updates are what annotation tools mostly send, and new documents are
-   * what FerretDB is slow at (a collection scan each).
+   * new one. Default 0.7: updates are what annotation tools mostly send.
    */
   readonly updateShare?: number;
   /** Requests started per second at most; unbounded when undefined. */
   readonly ratePerSecond?: number;
-  /** Every `poisonEvery`-th request carries a document FerretDB refuses. */
+  /** Every `poisonEvery`-th request carries a document the store refuses (the cluster's API takes bodies that large). */
   readonly poisonEvery?: number;
   /** Per-request client timeout, ms. */
   readonly timeoutMs?: number;
@@ -152,8 +152,8 @@ export class Ledger {
 
   private values(tag: string, n: number, poison: boolean): Record<string, unknown> {
     const v: Record<string, unknown> = { tag, score: n % 7, note: this.pick(TEXTS), flags: [true, false, null], nested: { level: { n, half: n / 2 } } };
-    // FerretDB v1 refuses arrays directly inside arrays, for good.
-    if (poison) v['matrix'] = [[1, 2], [3, 4]];
+    // Larger than the store takes (test/helpers/oversize.ts): refused for good.
+    if (poison) v['matrix'] = OVERSIZE_TEXT;
     return v;
   }
 
@@ -169,7 +169,7 @@ export class Ledger {
     const body: Record<string, any> = {
       record: {
         feedback_dataset_id: `ds_${this.run}`,
-        field_to_value: { prompt: this.pick(TEXTS), answer: `${this.pick(TEXTS)} #${n}`, ...(poisonWhere === 'record' ? { table: [[tag, 'x']] } : {}) },
+        field_to_value: { prompt: this.pick(TEXTS), answer: `${this.pick(TEXTS)} #${n}`, ...(poisonWhere === 'record' ? { table: OVERSIZE_TEXT } : {}) },
         external_id: tag,
         ...(this.random() < 0.5 ? { metadata: { model: 'gpt-x', n, tags: ['a', 'b'] } } : {}),
       },

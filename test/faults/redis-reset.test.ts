@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { OVERSIZE_BODY_LIMIT_BYTES, OVERSIZE_TEXT } from '../helpers/oversize.js';
 import { Cluster, LEDGER_KEY, until } from './cluster.js';
 import { send, type HttpAnswer } from './http.js';
 import { recordScenario } from './report.js';
@@ -35,7 +36,8 @@ describe('Redis replaced by an empty one (the acceptance order survives it)', fu
   }
 
   it('updates acknowledged after the reset replace those stored before it; dead letters before and after do not collide', async function () {
-    const c = (cluster = await new Cluster({ label: 'redis-reset' }).start());
+    // Its poison writes are documents over 16 MiB: the API must take bodies that large.
+    const c = (cluster = await new Cluster({ label: 'redis-reset', env: { BODY_LIMIT_BYTES: OVERSIZE_BODY_LIMIT_BYTES } }).start());
     const [api] = await Promise.all([c.startApi(), c.startWorker()]);
     const responses = c.db().collection<Record<string, any> & { _id: string }>(COLLECTIONS.responses);
     const storedValues = (id: string, want: unknown) =>
@@ -60,8 +62,8 @@ describe('Redis replaced by an empty one (the acceptance order survives it)', fu
       }
     }
     for (const { response } of ids) await storedValues(response, { v: 'before-4' });
-    // A write the store refuses for good (FerretDB cannot store lists inside lists): a dead letter.
-    await postOk(api.url, '/feedback-response', { feedback_record_id: ids[0]!.record, response: { status: 'draft', values: { v: [[1]] }, user_id: 'poison-1' } });
+    // A write the store refuses for good (larger than its document limit): a dead letter.
+    await postOk(api.url, '/feedback-response', { feedback_record_id: ids[0]!.record, response: { status: 'draft', values: { v: OVERSIZE_TEXT }, user_id: 'poison-1' } });
     await until(async () => ((await c.deadLetters()).length === 1 ? true : undefined), 30_000, 'the first dead letter');
     const jobsBefore = Number(await c.redisClient().get(c.key('id')));
 
@@ -72,7 +74,7 @@ describe('Redis replaced by an empty one (the acceptance order survives it)', fu
     for (const { record, user } of ids) {
       await postOk(api.url, '/feedback-response', { feedback_record_id: record, response: { status: 'submitted', values: { v: 'after' }, user_id: user } });
     }
-    await postOk(api.url, '/feedback-response', { feedback_record_id: ids[1]!.record, response: { status: 'draft', values: { v: [[2]] }, user_id: 'poison-2' } });
+    await postOk(api.url, '/feedback-response', { feedback_record_id: ids[1]!.record, response: { status: 'draft', values: { v: OVERSIZE_TEXT }, user_id: 'poison-2' } });
     const jobsAfter = Number(await c.redisClient().get(c.key('id')));
     for (const { response } of ids) {
       const doc = await storedValues(response, { v: 'after' });

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { OVERSIZE_BODY_LIMIT_BYTES } from '../helpers/oversize.js';
 import { request } from 'node:http';
 import { Cluster, LEDGER_KEY, until } from './cluster.js';
 import { answerOf, NoAnswer, send, type HttpAnswer } from './http.js';
@@ -13,9 +14,8 @@ import { decodeJob } from '../../shared/job-payload.js';
  * FerretDB, each scenario with its own. Every scenario runs a load through the ledger while the
  * fault happens, lets the queue drain, and compares the ledger with MongoDB.
  *
- * Loads are a few hundred to about a thousand requests per scenario: FerretDB v1 (SQLite) scans
- * the whole collection for each new response document (see the report), so the drain time grows
- * with the square of the documents, and the whole suite must stay within a few minutes.
+ * Loads are a few hundred to about a thousand requests per scenario, so that the whole suite
+ * stays within a few minutes.
  */
 
 /**
@@ -298,7 +298,9 @@ describe('fault scenarios (real processes, durable Redis, FerretDB; ledger)', fu
   });
 
   it('poison writes are dead-lettered with their reason; the other writes of the same batch are stored', async function () {
-    const c = (scope.cluster = await new Cluster({ label: 'poison' }).start());
+    // Poison is a document over 16 MiB: the API must take bodies that large, and jobs must close
+    // later than that to hold it with good writes.
+    const c = (scope.cluster = await new Cluster({ label: 'poison', env: { BODY_LIMIT_BYTES: OVERSIZE_BODY_LIMIT_BYTES, BATCH_MAX_BYTES: String(64 * 1024 * 1024) } }).start());
     const [api, worker] = await Promise.all([c.startApi(), c.startWorker()]);
     const l = (scope.ledger = new Ledger('psn'));
     // A burst, so that jobs carry many writes and poison shares its job with good writes.
@@ -322,11 +324,15 @@ describe('fault scenarios (real processes, durable Redis, FerretDB; ledger)', fu
       assert.ok(String(letter['payload_json']).includes(String(letter['request_id'])), 'the dead letter does not keep the write');
       assert.ok(job?.finishedOn !== undefined && job.failedReason === undefined, `job ${String(letter['job_id'])} did not complete`);
     }
-    recordScenario(this.test!.fullTitle(), ledgerFigures('poison writes (nested arrays, NUL) among good ones', r, { poison_acknowledged: poison.length, jobs_shared_with_good_writes: sharedJobs, good_writes_in_those_jobs: neighboursStored }, fiveXx(l)));
+    recordScenario(this.test!.fullTitle(), ledgerFigures('poison writes (documents over 16 MiB) among good ones', r, { poison_acknowledged: poison.length, jobs_shared_with_good_writes: sharedJobs, good_writes_in_those_jobs: neighboursStored }, fiveXx(l)));
     assert.ok(poison.length >= 15, `only ${poison.length} poison writes were acknowledged`);
     assertBalanced(r);
     assert.equal(r.deadLettered, poison.length, 'every poison write is dead-lettered once');
-    assert.equal(letters.length, poison.length);
+    // A poison write whose answer was lost (outcome unknown: it may have been queued) may have a
+    // letter too; nothing else may.
+    const mayHaveLetter = new Set(l.entries.filter((e) => e.poison && (e.outcome === 'acked' || e.outcome === 'unknown')).map((e) => e.tag));
+    assert.deepEqual(letters.filter((x) => !mayHaveLetter.has(String(x['request_id']))).map((x) => String(x['request_id'])), [], 'dead letters of writes that were not poison, or were refused');
+    assert.equal(new Set(letters.map((x) => String(x['request_id']))).size, letters.length, 'a write with two dead letters');
     assert.ok(sharedJobs > 0 && neighboursStored > 0, 'no poison write shared its job with good writes: the scenario did not test batches');
     assert.equal(await c.failedJobs(), 0);
     assertNoUnhandled([api, worker]);

@@ -2,12 +2,9 @@ import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_pro
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { MongoClient } from 'mongodb';
-import { mongoClientOptions } from '../../shared/mongo.js';
-import { createFerretDbPgSetup, psqlRunner, type SetupReport } from '../../scripts/ferretdb-pg-setup.js';
 
 /** A free TCP port on loopback (the OS picks it; tiny race with other processes accepted). */
 export async function freePort(): Promise<number> {
@@ -63,7 +60,8 @@ export interface ManagedServer {
   wipe(): Promise<void>;
 }
 
-export function managed(port: number, url: string, dir: string, launch: () => ChildProcess): ManagedServer {
+/** `ready` (default: the port accepts connections) says when a started server serves. */
+export function managed(port: number, url: string, dir: string, launch: () => ChildProcess, ready: () => Promise<void> = () => waitForPort(port)): ManagedServer {
   let child: ChildProcess | undefined;
   const start = async () => {
     // Starting a running server would launch a duplicate that fails to bind and lose track of the
@@ -72,7 +70,7 @@ export function managed(port: number, url: string, dir: string, launch: () => Ch
     child = launch();
     child.stdout?.resume();
     if (process.env['SHOW_SERVER_LOGS']) child.stderr?.pipe(process.stderr); else child.stderr?.resume();
-    await waitForPort(port);
+    await ready();
   };
   const signal = async (sig: NodeJS.Signals) => {
     const c = child;
@@ -117,19 +115,32 @@ export async function startRedis(options: { durable?: boolean; maxmemoryPolicy?:
   return server;
 }
 
-export function ferretdbBinary(): string {
-  const bin = process.env['FERRETDB_BIN'] ?? resolve('.cache/ferretdb/ferretdb-v1.24.2');
-  if (!existsSync(bin)) throw new Error(`FerretDB binary not found at ${bin}: run "bash scripts/ferretdb-build.sh" (npm test does it for you)`);
-  return bin;
-}
-
-const PG_CLUSTER_SCRIPT = fileURLToPath(new URL('../../scripts/pg-cluster.sh', import.meta.url));
+const STORE_SCRIPT = fileURLToPath(new URL('../../scripts/store.sh', import.meta.url));
 const execFileAsync = promisify(execFile);
 
-/** A private PostgreSQL cluster (scripts/pg-cluster.sh): its own port, temp directory and database `ferretdb`. */
+let storeDirCache: string | undefined;
+
+/**
+ * The directory of the local store (scripts/store-build.sh): FI_STORE_DIR, which the test
+ * preambles export, else built once (or found in .cache/store/) now.
+ */
+export function storeDir(): string {
+  storeDirCache ??= process.env['FI_STORE_DIR'] ?? execFileSync('bash', [STORE_SCRIPT, 'dir'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop()!;
+  if (!existsSync(join(storeDirCache, 'ferretdb'))) throw new Error(`the local store is not built at ${storeDirCache}: run "bash scripts/store-build.sh" (npm test does it for you)`);
+  return storeDirCache;
+}
+
+/** The test run's environment, with FI_STORE_DIR, for scripts/store.sh. */
+function storeEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(process.env)) if (value !== undefined) env[key] = value;
+  return { ...env, FI_STORE_DIR: storeDir() };
+}
+
+/** A private PostgreSQL cluster with DocumentDB (scripts/store.sh): its own port and temp directory. */
 export interface PostgresCluster {
   readonly port: number;
-  /** libpq URI of the database `ferretdb`, as FerretDB's --postgresql-url wants it. */
+  /** libpq URI of the database `postgres`, where DocumentDB keeps FerretDB's data. */
   readonly url: string;
   /** pg_ctl -m fast stop, then removes its data. */
   destroy(): Promise<void>;
@@ -146,7 +157,7 @@ function installClusterExitHook(): void {
   process.once('exit', () => {
     for (const dir of liveClusters) {
       try {
-        execFileSync('bash', [PG_CLUSTER_SCRIPT, 'stop', join(dir, 'data')], { stdio: 'ignore', timeout: 30_000 });
+        execFileSync('bash', [STORE_SCRIPT, 'pg-stop', join(dir, 'data')], { stdio: 'ignore', timeout: 30_000, env: storeEnv() });
       } catch {
         // best effort while exiting
       }
@@ -156,6 +167,7 @@ function installClusterExitHook(): void {
 }
 
 export async function startPostgresCluster(): Promise<PostgresCluster> {
+  const env = storeEnv();
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'fi-postgres-'));
   // As root the cluster runs as an unprivileged user (see lib.sh), which must traverse this directory.
@@ -163,7 +175,7 @@ export async function startPostgresCluster(): Promise<PostgresCluster> {
   installClusterExitHook();
   liveClusters.add(dir);
   try {
-    await execFileAsync('bash', [PG_CLUSTER_SCRIPT, 'start', join(dir, 'data'), String(port)], { timeout: 120_000 });
+    await execFileAsync('bash', [STORE_SCRIPT, 'pg-start', join(dir, 'data'), String(port)], { timeout: 120_000, env });
   } catch (err) {
     liveClusters.delete(dir);
     rmSync(dir, { recursive: true, force: true });
@@ -171,68 +183,67 @@ export async function startPostgresCluster(): Promise<PostgresCluster> {
   }
   return {
     port,
-    url: `postgres://postgres@127.0.0.1:${port}/ferretdb`,
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     async destroy() {
       if (!liveClusters.delete(dir)) return;
-      await execFileAsync('bash', [PG_CLUSTER_SCRIPT, 'stop', join(dir, 'data')], { timeout: 60_000 });
+      await execFileAsync('bash', [STORE_SCRIPT, 'pg-stop', join(dir, 'data')], { timeout: 60_000, env });
       rmSync(dir, { recursive: true, force: true });
     },
   };
 }
 
-/** FerretDB on a private PostgreSQL cluster; stop/start/kill act on FerretDB, destroy on both. */
-export interface PostgresFerretDb extends ManagedServer {
+/** The command that runs FerretDB on the cluster of `pgPort` (scripts/store.sh: one process, FerretDB's own pid). */
+export function ferretdbCommand(pgPort: number, port: number, debugPort: number, stateDir: string): { command: string; args: string[]; env: Record<string, string> } {
+  return { command: 'bash', args: [STORE_SCRIPT, 'ferretdb', String(pgPort), String(port), String(debugPort), stateDir], env: { ...storeEnv(), FERRETDB_LOG_LEVEL: 'error' } };
+}
+
+/** Until GET /debug/readyz on `debugPort` answers 200: FerretDB serves. */
+export async function waitForStoreReady(debugPort: number, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await fetch(`http://127.0.0.1:${debugPort}/debug/readyz`).catch(() => undefined);
+    if (res?.status === 200) return;
+    if (Date.now() > deadline) throw new Error(`FerretDB not ready after ${timeoutMs} ms (debug port ${debugPort})`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** The local store: FerretDB v2 on a private PostgreSQL cluster with DocumentDB. */
+export interface StoreServer extends ManagedServer {
+  /** The cluster under it; stop/start/kill/pause act on FerretDB, destroy on both. */
   readonly postgres: PostgresCluster;
-  /** Creates the project's collections in `database` and their GIN indexes (scripts/ferretdb-pg-setup.ts). */
-  setupDatabase(database: string): Promise<SetupReport>;
-  /** GIN indexes for every collection `database` has now (after a worker created its own). */
-  indexDatabase(database: string): Promise<string[]>;
 }
 
-interface FerretDbOptions {
-  /** Where FerretDB stores: `sqlite` (default, a temp directory) or `postgresql` (a private cluster per call). */
-  backend?: 'sqlite' | 'postgresql';
-}
-
-const ferretCommonArgs = (port: number) => [`--listen-addr=127.0.0.1:${port}`, '--debug-addr=-', '--state-dir=-', '--telemetry=disable', '--log-level=error'];
-
-/** FerretDB v1 on SQLite in a temporary directory, or on a private PostgreSQL cluster, on a free port. `url` has no database. */
-export async function startFerretDb(options?: FerretDbOptions & { backend?: 'sqlite' }): Promise<ManagedServer>;
-export async function startFerretDb(options: FerretDbOptions & { backend: 'postgresql' }): Promise<PostgresFerretDb>;
-export async function startFerretDb(options: FerretDbOptions = {}): Promise<ManagedServer | PostgresFerretDb> {
-  if (options.backend === 'postgresql') return startFerretDbOnPostgres();
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'fi-ferretdb-'));
-  const args = ['--handler=sqlite', `--sqlite-url=file:${dir}/`, ...ferretCommonArgs(port)];
-  const server = managed(port, `mongodb://127.0.0.1:${port}`, dir, () => spawn(ferretdbBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] }));
-  await server.start();
-  return server;
-}
-
-async function startFerretDbOnPostgres(): Promise<PostgresFerretDb> {
-  const postgres = await startPostgresCluster();
+/**
+ * The store of `npm start` (scripts/lib.sh) on free ports and a temporary directory: FerretDB v2
+ * on a private PostgreSQL with DocumentDB. `url` has no database. `wipe()` replaces the cluster
+ * by a blank one.
+ */
+export async function startFerretDb(): Promise<StoreServer> {
+  let postgres = await startPostgresCluster();
   try {
-    const port = await freePort();
-    const args = ['--handler=postgresql', `--postgresql-url=${postgres.url}`, ...ferretCommonArgs(port)];
-    const url = `mongodb://127.0.0.1:${port}`;
-    const server = managed(port, url, '', () => spawn(ferretdbBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] }));
-    await server.start();
-    const withSetup = async <T>(run: (setup: ReturnType<typeof createFerretDbPgSetup>) => Promise<T>): Promise<T> => {
-      const client = new MongoClient(url, { ...mongoClientOptions(), serverSelectionTimeoutMS: 10_000, retryWrites: false });
-      try {
-        return await run(createFerretDbPgSetup({ client, sql: psqlRunner(postgres.url) }));
-      } finally {
-        await client.close();
-      }
+    const [port, debugPort] = [await freePort(), await freePort()];
+    const stateDir = mkdtempSync(join(tmpdir(), 'fi-ferretdb-'));
+    const launch = () => {
+      const { command, args, env } = ferretdbCommand(postgres.port, port, debugPort, stateDir);
+      return spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
     };
+    const server = managed(port, `mongodb://127.0.0.1:${port}`, stateDir, launch, () => waitForStoreReady(debugPort));
+    await server.start();
     return {
       ...server,
-      postgres,
-      setupDatabase: (database) => withSetup((setup) => setup.setupDatabase(database)),
-      indexDatabase: (database) => withSetup((setup) => setup.indexDatabase(database)),
+      get postgres() {
+        return postgres;
+      },
       async destroy() {
-        await server.stop();
+        await server.destroy();
         await postgres.destroy();
+      },
+      async wipe() {
+        await server.kill();
+        await postgres.destroy();
+        postgres = await startPostgresCluster();
+        await server.start();
       },
     };
   } catch (err) {

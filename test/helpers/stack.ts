@@ -91,12 +91,6 @@ export async function eventually<T>(check: () => Promise<T | undefined>, timeout
   }
 }
 
-/** Whether `db` is served by FerretDB (its buildInfo names its version) rather than MongoDB. */
-export async function storeIsFerretDb(db: Db): Promise<boolean> {
-  const info = await db.admin().command({ buildInfo: 1 });
-  return typeof info['ferretdbVersion'] === 'string';
-}
-
 export function records(db: Db) {
   return db.collection<Record<string, any> & { _id: string }>(COLLECTIONS.records);
 }

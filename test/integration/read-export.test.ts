@@ -1,6 +1,5 @@
 import { expect } from 'chai';
 import type { CommandStartedEvent, CommandSucceededEvent } from 'mongodb';
-import { createRecordReader } from '../../api/reads.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
 import { expectedView, insertSeed, seedDocs, type SeededRecord } from '../helpers/read-seed.js';
 import { eventually, startStack, type Stack } from '../helpers/stack.js';
@@ -20,9 +19,8 @@ describe('GET /datasets/{dataset_id}/export', () => {
 
   before(async function () {
     this.timeout(60_000);
-    // STORE_PROFILE=mongodb: the API reads as on MongoDB (one $in per batch of records), the
-    // production path; FerretDB answers it correctly, by scanning. No worker runs in this suite.
-    const config = testConfig({ API_KEYS, READ_API_KEY_NAMES: READER.name, STORE_PROFILE: 'mongodb' });
+    // No worker runs in this suite.
+    const config = testConfig({ API_KEYS, READ_API_KEY_NAMES: READER.name });
     // Command monitoring on the API's own client: the test watches its find and killCursors.
     stack = await startStack({ ...config, mongodbUri: `${config.mongodbUri}?monitorCommands=true` }, { worker: false });
     // 1,200 records (more than two export batches), 0-2 responses each.
@@ -61,14 +59,6 @@ describe('GET /datasets/{dataset_id}/export', () => {
     const res = await fetch(`${stack.baseUrl}/datasets/ds_none/export`, { headers: auth });
     expect(res.status).to.equal(200);
     expect(await res.text()).to.equal('');
-  });
-
-  it('the FerretDB profile (one indexed lookup per record instead of a scanning $in) exports the same lines', async () => {
-    const reader = createRecordReader({ db: stack.api.mongo.db(stack.config.mongodbDatabase), storeProfile: 'ferretdb' });
-    const lines: Record<string, unknown>[] = [];
-    for await (const line of reader.exportDataset('ds_export_other')) lines.push(JSON.parse(line) as Record<string, unknown>);
-    expect(lines).to.have.length(24);
-    expect(byId(lines)).to.deep.equal(byId(other.map((s) => expectedView(s))));
   });
 
   it('a client that disconnects mid-stream closes the cursor (killCursors), and the export never read the whole dataset ahead of it', async function () {

@@ -1,92 +1,20 @@
 import { expect } from 'chai';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { connect } from 'node:net';
+import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEV_API_KEY_SECRET } from '../../api/dev-key-guard.js';
+import { alive, descendants, portAnswers, postmaster, type Proc } from '../helpers/process-tree.js';
 import { freePort } from '../helpers/services.js';
 import { eventually, recordBody } from '../helpers/stack.js';
-
-/** A process as /proc shows it; `start` (clock ticks since boot) tells a reused pid apart. */
-interface Proc {
-  readonly pid: number;
-  readonly start: string;
-  readonly command: string;
-}
-
-/** pid, ppid, state and start time of every process, from /proc/<pid>/stat. */
-function processTable(): Map<number, { ppid: number; state: string; start: string }> {
-  const table = new Map<number, { ppid: number; state: string; start: string }>();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      // The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      table.set(Number(entry), { state: fields[0]!, ppid: Number(fields[1]), start: fields[19]! });
-    } catch {
-      // exited while we read
-    }
-  }
-  return table;
-}
-
-/** Every live descendant of `root`, with its command line. */
-function descendants(root: number): Proc[] {
-  const table = processTable();
-  const found: Proc[] = [];
-  const walk = (parent: number) => {
-    for (const [pid, p] of table) {
-      if (p.ppid !== parent || p.state === 'Z') continue;
-      let command: string;
-      try {
-        command = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim();
-      } catch {
-        continue;
-      }
-      found.push({ pid, start: p.start, command });
-      walk(pid);
-    }
-  };
-  walk(root);
-  return found;
-}
-
-/** Alive: the same process (same start time) still exists and is not a zombie. */
-function alive(proc: Proc): boolean {
-  const p = processTable().get(proc.pid);
-  return p !== undefined && p.start === proc.start && p.state !== 'Z';
-}
-
-/** The postmaster of a PostgreSQL data directory: pg_ctl daemonises it, so it is nobody's descendant. */
-function postmaster(dataDir: string): Proc | undefined {
-  const file = join(dataDir, 'postmaster.pid');
-  if (!existsSync(file)) return undefined;
-  const pid = Number(readFileSync(file, 'utf8').split('\n')[0]);
-  const p = processTable().get(pid);
-  return p === undefined ? undefined : { pid, start: p.start, command: 'postgres (postmaster)' };
-}
-
-function portAnswers(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-}
 
 /** Variables of the test run that would point the script at other servers or keys. */
 const INHERITED_OUT = ['REDIS_URL', 'REDIS_TLS_URL', 'MONGODB_URI', 'API_KEYS', 'ADMIN_API_KEY_NAMES', 'HOST', 'PORT', 'QUEUE_NAME', 'LOG_LEVEL', 'NODE_ENV', 'ID_SIGNING_SECRETS'];
 
 /**
- * `npm start` exactly as a newcomer runs it (the dev key, its own Redis and FerretDB), on free
+ * `npm start` exactly as a newcomer runs it (the dev key, its own Redis and store), on free
  * ports and a temporary run directory, then one signal to the npm process alone.
- * Slow: each case builds with tsc and starts Redis and FerretDB (and PostgreSQL for SIGTERM):
- * 13–15 s per case on a quiet 2-core machine, 30–41 s on a busy one (the file: 30–75 s).
+ * Slow: each case builds with tsc and starts Redis, PostgreSQL with DocumentDB and FerretDB.
  */
 describe('npm start (scripts/start.sh)', function () {
   this.timeout(240_000);
@@ -107,7 +35,7 @@ describe('npm start (scripts/start.sh)', function () {
     for (const proc of seen) if (alive(proc)) process.kill(proc.pid, 'SIGKILL');
     if (runDir !== undefined) {
       if (existsSync(join(runDir, 'postgres', 'postmaster.pid'))) {
-        execFileSync('bash', ['scripts/pg-cluster.sh', 'stop', join(runDir, 'postgres')], { stdio: 'ignore', timeout: 60_000 });
+        execFileSync('bash', ['scripts/store.sh', 'pg-stop', join(runDir, 'postgres')], { stdio: 'ignore', timeout: 60_000 });
       }
       rmSync(runDir, { recursive: true, force: true });
     }
@@ -116,12 +44,12 @@ describe('npm start (scripts/start.sh)', function () {
     seen = [];
   });
 
-  for (const { signal, store, exitCode } of [
-    { signal: 'SIGTERM', store: 'postgresql', exitCode: 143 },
-    { signal: 'SIGINT', store: 'sqlite', exitCode: 130 },
+  for (const { signal, exitCode } of [
+    { signal: 'SIGTERM', exitCode: 143 },
+    { signal: 'SIGINT', exitCode: 130 },
   ] as const) {
-    it(`${signal} to the npm process alone stops everything it started (FerretDB on ${store}), frees every port and exits`, async () => {
-      const ports = { PORT: 0, LOCAL_REDIS_PORT: 0, LOCAL_MONGODB_PORT: 0, LOCAL_POSTGRES_PORT: 0 };
+    it(`${signal} to the npm process alone stops everything it started (FerretDB v2 and its PostgreSQL), frees every port and exits`, async () => {
+      const ports = { PORT: 0, LOCAL_REDIS_PORT: 0, LOCAL_MONGODB_PORT: 0, LOCAL_POSTGRES_PORT: 0, LOCAL_FERRETDB_DEBUG_PORT: 0 };
       const taken = new Set<number>();
       for (const name of Object.keys(ports) as (keyof typeof ports)[]) {
         let port = await freePort();
@@ -134,7 +62,7 @@ describe('npm start (scripts/start.sh)', function () {
       chmodSync(runDir, 0o711);
       const env: Record<string, string> = {};
       for (const [key, value] of Object.entries(process.env)) if (value !== undefined && !INHERITED_OUT.includes(key)) env[key] = value;
-      Object.assign(env, Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])), { LOCAL_STORE: store, LOCAL_RUN_DIR: runDir });
+      Object.assign(env, Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])), { LOCAL_RUN_DIR: runDir });
 
       // Its own process group, so that no terminal signal reaches it and a failed case can clean up the group.
       const npm = spawn('npm', ['start'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
@@ -176,11 +104,9 @@ describe('npm start (scripts/start.sh)', function () {
       for (const part of ['scripts/start.sh', 'redis-server', 'ferretdb', 'dist/api/main.js', 'dist/worker/main.js']) {
         expect(commands.some((c) => c.includes(part)), `a descendant running ${part} in ${JSON.stringify(commands)}`).to.equal(true);
       }
-      if (store === 'postgresql') {
-        const pg = postmaster(join(runDir, 'postgres'));
-        expect(pg, 'the private PostgreSQL of the run').to.not.equal(undefined);
-        seen.push(pg!);
-      }
+      const pg = postmaster(join(runDir, 'postgres'));
+      expect(pg, 'the private PostgreSQL of the run').to.not.equal(undefined);
+      seen.push(pg!);
 
       process.kill(npm.pid!, signal);
 

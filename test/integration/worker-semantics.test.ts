@@ -5,7 +5,8 @@ import { WRITE_JOB_NAME } from '../../shared/queue.js';
 import { COLLECTIONS, createMongo } from '../../shared/mongo.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
 import { startWorker } from '../../worker/runtime.js';
-import { deadLetters, eventually, recordBody, records, responses, silentLogger, startStack, storeIsFerretDb, type Stack } from '../helpers/stack.js';
+import { OVERSIZE_BODY_LIMIT_BYTES, OVERSIZE_TEXT } from '../helpers/oversize.js';
+import { deadLetters, eventually, recordBody, records, responses, silentLogger, startStack, type Stack } from '../helpers/stack.js';
 
 async function stored<T>(find: () => Promise<T | null>, what: string): Promise<T> {
   return eventually(async () => (await find()) ?? undefined, 15_000, what);
@@ -187,24 +188,56 @@ describe('worker semantics (ids, updates, order, idempotency, dead letters)', ()
     await stack.startWorker();
     const good = recordBody({ record: { external_id: 'good' } });
     const valid = { kind: 'record', request_id: 'r1', accepted_at: Date.now(), api_key: 'tester', record_id: 'rec_manual_good_000000000000000000', response_id: 'rsp_manual_good', record: good.record, response: { status: 'submitted', values: { a: 1 }, user_id: 'u' } };
-    // An array directly inside an array: FerretDB v1 refuses it, MongoDB 7 stores it.
-    const poison = { ...valid, record_id: 'rec_manual_poison_0000000000000000', response_id: 'rsp_manual_poison', record: { ...good.record, external_id: 'poison', field_to_value: { grid: [[1, 2], [3, 4]] } } };
+    // Larger than the store's document limit (MongoDB's and its stand-in's): refused for good.
+    const poison = { ...valid, record_id: 'rec_manual_poison_0000000000000000', response_id: 'rsp_manual_poison', record: { ...good.record, external_id: 'poison', field_to_value: { text: OVERSIZE_TEXT } } };
     const malformed = { kind: 'record', record_id: 42 };
     const job = await stack.api.queue.add(WRITE_JOB_NAME, { v: JOB_PAYLOAD_VERSION, writes: [valid, poison, malformed] } as never);
     await stored(() => records(stack.db).findOne({ _id: valid.record_id }), 'good record');
     const malformedLetter = await stored(() => deadLetters(stack.db).findOne({ job_id: job.id!, write_index: 2 }), 'malformed letter');
     expect(malformedLetter['reason']).to.equal('malformed_write');
-    if (await storeIsFerretDb(stack.db)) {
-      const l = await stored(() => deadLetters(stack.db).findOne({ job_id: job.id!, write_index: 1 }), 'poison letter');
-      expect(l['reason']).to.equal('store_rejected');
-      expect(l['record_id']).to.equal(poison.record_id);
-      expect(JSON.parse(l['payload_json'] as string).record.field_to_value).to.deep.equal({ grid: [[1, 2], [3, 4]] });
-      expect(await records(stack.db).countDocuments({ _id: poison.record_id })).to.equal(0);
-    } else {
-      const doc = await stored(() => records(stack.db).findOne({ _id: poison.record_id }), 'poison record');
-      expect(doc['field_to_value']).to.deep.equal({ grid: [[1, 2], [3, 4]] });
-      expect(await deadLetters(stack.db).countDocuments({ job_id: job.id!, write_index: 1 })).to.equal(0);
-    }
+    const l = await stored(() => deadLetters(stack.db).findOne({ job_id: job.id!, write_index: 1 }), 'poison letter');
+    expect(l['reason']).to.equal('store_rejected');
+    expect(l['record_id']).to.equal(poison.record_id);
+    // The letter holds the head of the payload: all of it would be refused as well.
+    expect(l['error']).to.include('payload_json cut');
+    expect(await records(stack.db).countDocuments({ _id: poison.record_id })).to.equal(0);
     expect(await responses(stack.db).countDocuments({ _id: 'rsp_manual_good' })).to.equal(1);
+  });
+
+  it('an update the store refuses for good is dead-lettered and leaves the stored response as it was, never null in between', async () => {
+    await stack.close();
+    // A body over the store's 16 MiB document limit must pass the API to reach the store.
+    stack = await startStack(testConfig({ WORKER_CONCURRENCY: '8', BODY_LIMIT_BYTES: OVERSIZE_BODY_LIMIT_BYTES }), { worker: false });
+    await stack.startWorker();
+    const ids: { record: string; response: string }[] = [];
+    for (let n = 0; n < 5; n++) {
+      const rec = await stack.post('/feedback-record', recordBody());
+      const res = await stack.post('/feedback-response', { feedback_record_id: rec.body.feedback_record_id, response: { status: 'draft', values: { kept: n }, user_id: 'ann-refused' } });
+      ids.push({ record: rec.body.feedback_record_id as string, response: res.body.feedback_response_id as string });
+    }
+    for (const { response } of ids) await stored(() => responses(stack.db).findOne({ _id: response }), 'the first version');
+    // Readers poll the stored values while the refused updates are tried.
+    let reading = true;
+    const seen: unknown[] = [];
+    const reader = (async () => {
+      while (reading) {
+        for (const d of await responses(stack.db).find({ _id: { $in: ids.map((i) => i.response) } }).toArray()) seen.push(d['values']);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    })();
+    for (const { record } of ids) {
+      const res = await stack.post('/feedback-response', { feedback_record_id: record, response: { status: 'submitted', values: { text: OVERSIZE_TEXT }, user_id: 'ann-refused' } });
+      expect(res.status).to.equal(200);
+    }
+    await eventually(async () => ((await deadLetters(stack.db).countDocuments({ reason: 'store_rejected' })) === ids.length ? true : undefined), 30_000, 'a dead letter per refused update');
+    reading = false;
+    await reader;
+    for (const [n, { response }] of ids.entries()) {
+      const doc = await responses(stack.db).findOne({ _id: response });
+      expect(doc?.['values'], response).to.deep.equal({ kept: n });
+      expect(doc?.['status']).to.equal('draft');
+    }
+    expect(seen.length).to.be.greaterThan(0);
+    expect(seen.filter((v) => v === null || v === undefined), 'values a reader saw as null').to.deep.equal([]);
   });
 });

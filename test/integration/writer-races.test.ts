@@ -1,135 +1,109 @@
 import { expect } from 'chai';
-import { MongoClient, type Collection, type Db, type Document } from 'mongodb';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { MongoClient } from 'mongodb';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
+import { JOB_PAYLOAD_VERSION } from '../../shared/job-payload.js';
+import { WRITE_JOB_NAME } from '../../shared/queue.js';
 import { ensureIndexes } from '../../worker/indexes.js';
-import { STORE_PROFILES, type StoreProfile } from '../../shared/store-profile.js';
-import { createFeedbackWriter, type WriteResult } from '../../worker/writer.js';
+import { createFeedbackWriter } from '../../worker/writer.js';
+import { msg, saveLogs, spawnService, type ServiceProcess } from '../faults/procs.js';
+import { startDelayProxy, type DelayProxy } from '../helpers/delay-proxy.js';
 import { uniqueName } from '../helpers/env.js';
 import { sharedServices } from '../helpers/root-hooks.js';
-import { startFerretDb } from '../helpers/services.js';
-import { silentLogger } from '../helpers/stack.js';
+import { eventually, silentLogger } from '../helpers/stack.js';
 import { recordWrite, shuffled, version } from '../helpers/writes.js';
 
+const RECORDS = 10;
+const ANNOTATORS = 3;
+const VERSIONS = 12;
+const WORKERS = 3;
+
 /**
- * The real store, with the responses collection's updates run the way FerretDB v1 runs them
- * (read the document, decide in the client, write by bare _id) but with `delayMs` between the
- * read and the write. FerretDB offers no hook to widen that window; here it is wide enough that
- * writers racing without a lease overwrite newer versions every time.
+ * Without leases, order rests on the store's single-document conditional update
+ * (`{_id, seq: {$lte}}` upsert; a duplicate key when a later version is stored). Several worker
+ * processes take jobs holding versions of the same responses, in a shuffled order, at once,
+ * through a proxy that holds every command and reply for a random time, so that their updates
+ * of one response reach the store interleaved. Whatever the interleaving, the newest version of
+ * every response must be what is stored. Drop the `seq` guard from the filter and this fails.
  */
-function withUnlockedUpdates(db: Db, delayMs: number): Db {
-  type Op = { updateOne: { filter: { _id: string; seq: { $lte: number } }; update: { $set: Record<string, unknown>; $setOnInsert: Record<string, unknown> }; upsert?: boolean } };
-  const racy = (col: Collection<Document>) => {
-    async function one(op: Op['updateOne']): Promise<{ matchedCount: number }> {
-      const current = await col.findOne({ _id: op.filter._id as never });
-      await new Promise((r) => setTimeout(r, delayMs));
-      if (current !== null && (current['seq'] as number) <= op.filter.seq.$lte) {
-        await col.updateOne({ _id: op.filter._id as never }, { $set: op.update.$set });
-        return { matchedCount: 1 };
-      }
-      if (op.upsert !== true) return { matchedCount: 0 };
-      await col.insertOne({ _id: op.filter._id, ...op.update.$setOnInsert, ...op.update.$set } as never);
-      return { matchedCount: 0 };
-    }
-    return new Proxy(col, {
-      get(target, prop, receiver) {
-        if (prop === 'bulkWrite') return async (ops: Op[]) => { for (const o of ops) await one(o.updateOne); };
-        if (prop === 'updateOne') return (filter: Op['updateOne']['filter'], update: Op['updateOne']['update'], options: { upsert?: boolean } = {}) => one({ filter, update, upsert: options.upsert === true });
-        return Reflect.get(target, prop, receiver);
-      },
-    });
-  };
-  return new Proxy(db, {
-    get(target, prop, receiver) {
-      if (prop === 'collection') return (name: string) => (name === COLLECTIONS.responses ? racy(target.collection(name)) : target.collection(name));
-      return Reflect.get(target, prop, receiver);
-    },
-  });
-}
-
-/** Three writers, each with its own client, racing on the same responses. */
-async function raceThreeWriters(url: string, database: string, profile: StoreProfile, seed: number): Promise<string[]> {
-  const clients = [1, 2, 3].map(() => new MongoClient(url, { ...mongoClientOptions() }));
-  const ws = clients.map((c) => createFeedbackWriter({ db: c.db(database), logger: silentLogger, profile, leaseMs: 5_000 }));
-  try {
-    await ensureIndexes(clients[0]!.db(database));
-    await ws[0]!.write([1, 2, 3, 4].map(recordWrite));
-    const all = [1, 2, 3, 4].flatMap((r) => [1, 2, 3].flatMap((u) => Array.from({ length: 20 }, (_, v) => version(r, u, v + 1))));
-    // Each writer gets every version (as when jobs are redelivered) in an order of its own, in
-    // batches of 3: 80 store rounds each, all three racing on the same 12 responses.
-    await Promise.all(ws.map(async (w, k) => {
-      const order = shuffled(all, seed + k);
-      for (let i = 0; i < order.length; i += 3) await w.write(order.slice(i, i + 3));
-    }));
-    const col = clients[0]!.db(database).collection<{ _id: string; values: Record<string, unknown> }>(COLLECTIONS.responses);
-    const wrong: string[] = [];
-    for (const r of [1, 2, 3, 4]) {
-      for (const u of [1, 2, 3]) {
-        const doc = await col.findOne({ _id: `rsp_${r}_${u}` });
-        if (doc?.values['v'] !== 20) wrong.push(`rsp_${r}_${u}: v=${String(doc?.values['v'])}`);
-      }
-    }
-    return wrong;
-  } finally {
-    for (const w of ws) w.close();
-    await Promise.all(clients.map((c) => c.close()));
-  }
-}
-
-describe('worker writers racing on the same responses (FerretDB: unlocked read-modify-write updates)', function () {
-  this.timeout(180_000);
+describe('worker processes racing on the same responses (the store\'s conditional update)', function () {
+  this.timeout(240_000);
   const seed = Number(process.env['WRITER_RACE_SEED'] ?? Date.now() % 100_000);
+  let proxy: DelayProxy | undefined;
+  let queue: Queue | undefined;
+  let connection: Redis | undefined;
+  let client: MongoClient | undefined;
+  const workers: ServiceProcess[] = [];
 
-  it('on FerretDB/SQLite (the store of the tests): three writers leave the newest version of every response', async () => {
-    const wrong = await raceThreeWriters(sharedServices().mongoUrl, uniqueName('race').replace(/-/g, '_'), STORE_PROFILES.ferretdb, seed);
-    expect(wrong, `replay with WRITER_RACE_SEED=${seed}`).to.deep.equal([]);
+  afterEach(async function () {
+    if (this.currentTest?.state === 'failed') saveLogs('writer-races', workers);
+    await Promise.all(workers.splice(0).map((w) => w.kill()));
+    await queue?.obliterate({ force: true }).catch(() => undefined);
+    await queue?.close();
+    connection?.disconnect();
+    await proxy?.close();
+    await client?.close();
   });
 
-  it('with a window between the read and the write of every update: the newest version wins over older ones whose window spans its write', async () => {
-    const url = sharedServices().mongoUrl;
-    const database = uniqueName('window').replace(/-/g, '_');
-    // Writer k reads, waits windows[k] ms, writes: the older a version, the wider its window, so
-    // without mutual exclusion an older one reads before the newest lands and writes after it.
-    const windows = [20, 45, 70];
-    const clients = windows.map(() => new MongoClient(url, { ...mongoClientOptions() }));
-    const ws = clients.map((c, k) => createFeedbackWriter({ db: withUnlockedUpdates(c.db(database), windows[k]!), logger: silentLogger, profile: STORE_PROFILES.ferretdb, leaseMs: 5_000 }));
-    try {
-      await ensureIndexes(clients[0]!.db(database));
-      // Every writer stores (or finds) the records, so none needs a lookup that would delay its start.
-      for (const w of ws) await w.write([1, 2, 3, 4].map(recordWrite));
-      await ws[0]!.write([1, 2, 3, 4].flatMap((r) => [1, 2, 3].map((u) => version(r, u, 1))));
-      // At once: writer 0 stores version 20 of all twelve responses, writers 1 and 2 versions 19 and 18.
-      const results = await Promise.all(ws.map(async (w, k) => {
-        let todo = [1, 2, 3, 4].flatMap((r) => [1, 2, 3].map((u) => version(r, u, 20 - k)));
-        const done: WriteResult['kind'][] = [];
-        // A response another writer holds comes back busy: the processor retries such a job shortly.
-        while (todo.length > 0) {
-          const out = await w.write(todo);
-          done.push(...out.filter((o) => o.kind !== 'busy').map((o) => o.kind));
-          todo = todo.filter((_, i) => out[i]!.kind === 'busy');
-        }
-        return done;
-      }));
-      const col = clients[0]!.db(database).collection<{ _id: string; values: Record<string, unknown> }>(COLLECTIONS.responses);
-      const values = (await col.find({}).toArray()).filter((d) => !d._id.startsWith('rsp_first')).map((d) => d.values['v']);
-      expect(values).to.have.length(12);
-      expect(values.filter((v) => v !== 20), 'responses left at an older version').to.deep.equal([]);
-      // The newest is stored for every response; an older one may be stored first and replaced.
-      expect(results[0]!.every((k) => k === 'stored')).to.equal(true);
-    } finally {
-      for (const w of ws) w.close();
-      await Promise.all(clients.map((c) => c.close()));
-      await new MongoClient(url).connect().then(async (c) => { await c.db(database).dropDatabase(); await c.close(); });
-    }
-  });
+  it(`${WORKERS} worker processes, ${RECORDS * ANNOTATORS} responses of ${VERSIONS} versions each in shuffled jobs: the newest version of every response is stored`, async () => {
+    const { redisUrl, mongoUrl } = sharedServices();
+    const database = uniqueName('races').replace(/-/g, '_');
+    const queueName = uniqueName('races');
+    client = new MongoClient(mongoUrl, mongoClientOptions());
+    const db = client.db(database);
+    await ensureIndexes(db);
+    // The records first, so that no response waits for its record.
+    await createFeedbackWriter({ db, logger: silentLogger }).write(Array.from({ length: RECORDS }, (_, r) => recordWrite(r + 1)));
 
-  it('on FerretDB/PostgreSQL (what npm start and the bench run): three writers leave the newest version of every response', async () => {
-    const server = await startFerretDb({ backend: 'postgresql' });
-    try {
-      await server.setupDatabase('race');
-      const wrong = await raceThreeWriters(server.url, 'race', STORE_PROFILES.ferretdb, seed);
-      expect(wrong, `replay with WRITER_RACE_SEED=${seed}`).to.deep.equal([]);
-    } finally {
-      await server.destroy();
+    const all = Array.from({ length: RECORDS }, (_, r) => r + 1).flatMap((r) => Array.from({ length: ANNOTATORS }, (_, u) => u + 1).flatMap((u) => Array.from({ length: VERSIONS }, (_, v) => version(r, u, v + 1))));
+    const order = shuffled(all, seed);
+    connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
+    queue = new Queue(queueName, { connection });
+    // Paused until every worker process takes jobs, so that none drains the queue alone.
+    await queue.pause();
+    let jobs = 0;
+    for (let i = 0; i < order.length; jobs++) {
+      const size = 1 + ((i * 7 + seed) % 3);
+      const writes = order.slice(i, i + size).map((item) => ({ ...item.write, seq: item.seq }));
+      await queue.add(WRITE_JOB_NAME, { v: JOB_PAYLOAD_VERSION, writes } as never, { attempts: 5 });
+      i += size;
     }
+
+    proxy = await startDelayProxy(Number(new URL(mongoUrl).port), 15);
+    const env = {
+      NODE_ENV: 'test',
+      REDIS_URL: redisUrl,
+      MONGODB_URI: `mongodb://127.0.0.1:${proxy.port}/${database}`,
+      QUEUE_NAME: queueName,
+      WORKER_CONCURRENCY: '8',
+      LOG_LEVEL: 'info',
+    };
+    for (let k = 0; k < WORKERS; k++) workers.push(spawnService(`worker-${k}`, 'worker/main.ts', env));
+    await Promise.all(workers.map((w) => w.waitForLog(msg('worker started'), 60_000, 'worker started')));
+    await queue.resume();
+
+    await eventually(
+      async () => {
+        const counts = await queue!.getJobCounts('completed', 'failed');
+        if ((counts['failed'] ?? 0) > 0) throw new Error(`${counts['failed']} job(s) failed`);
+        return counts['completed'] === jobs ? true : undefined;
+      },
+      180_000,
+      `${jobs} jobs completed`,
+    );
+
+    // Every process stored some of the jobs: the versions of one response went through several.
+    const storedBy = workers.map((w) => w.lines.filter((l) => l.json?.['msg'] === 'job stored').length);
+    expect(storedBy.every((n) => n > 0), `jobs stored per worker process: ${storedBy.join(', ')}`).to.equal(true);
+
+    const docs = await db.collection<{ _id: string; seq: number; values: Record<string, unknown> }>(COLLECTIONS.responses).find({ _id: { $regex: /^rsp_\d+_\d+$/ } }).toArray();
+    const newest = (id: string) => {
+      const [, r, u] = id.split('_');
+      return version(Number(r), Number(u), VERSIONS).seq;
+    };
+    const wrong = docs.filter((d) => d.values['v'] !== VERSIONS || d.seq !== newest(d._id)).map((d) => `${d._id}: v=${String(d.values['v'])}`);
+    expect(docs, 'one document per response').to.have.length(RECORDS * ANNOTATORS);
+    expect(wrong, `responses not at their newest version (replay with WRITER_RACE_SEED=${seed})`).to.deep.equal([]);
   });
 });

@@ -2,38 +2,32 @@ import { expect } from 'chai';
 import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
 import { ensureIndexes } from '../../worker/indexes.js';
-import { STORE_PROFILES, detectStoreProfile, type StoreProfile } from '../../shared/store-profile.js';
 import { createFeedbackWriter, type FeedbackWriter, type WriteResult } from '../../worker/writer.js';
 import { uniqueName } from '../helpers/env.js';
 import { sharedServices } from '../helpers/root-hooks.js';
 import { startFerretDb } from '../helpers/services.js';
+import { OVERSIZE_TEXT } from '../helpers/oversize.js';
 import { eventually, silentLogger } from '../helpers/stack.js';
 import { recordWrite, shuffled, version } from '../helpers/writes.js';
 
 describe('worker writer (order, races, store limits) on the real store', () => {
   let client: MongoClient;
   let db: Db;
-  let detected: StoreProfile;
   const clients: MongoClient[] = [];
-  const writers: FeedbackWriter[] = [];
 
-  async function writerOn(profile: StoreProfile, options: { monitor?: (e: CommandStartedEvent) => void; maxBatchWrites?: number } = {}): Promise<FeedbackWriter> {
+  async function newWriter(options: { monitor?: (e: CommandStartedEvent) => void; maxBatchWrites?: number } = {}): Promise<FeedbackWriter> {
     const c = new MongoClient(sharedServices().mongoUrl, { ...mongoClientOptions(), monitorCommands: options.monitor !== undefined, retryWrites: false });
     if (options.monitor !== undefined) c.on('commandStarted', options.monitor);
     clients.push(c);
-    const w = createFeedbackWriter({ db: c.db(db.databaseName), logger: silentLogger, profile, leaseMs: 5_000, ...(options.maxBatchWrites === undefined ? {} : { maxBatchWrites: options.maxBatchWrites }) });
-    writers.push(w);
-    return w;
+    return createFeedbackWriter({ db: c.db(db.databaseName), logger: silentLogger, ...(options.maxBatchWrites === undefined ? {} : { maxBatchWrites: options.maxBatchWrites }) });
   }
 
   beforeEach(async () => {
     client = new MongoClient(sharedServices().mongoUrl, { ...mongoClientOptions(), retryWrites: false });
     db = client.db(uniqueName('writer').replace(/-/g, '_'));
     await ensureIndexes(db);
-    detected = await detectStoreProfile(db, 'auto');
   });
   afterEach(async () => {
-    for (const w of writers.splice(0)) w.close();
     await Promise.all(clients.splice(0).map((c) => c.close()));
     await db.dropDatabase().catch(() => undefined);
     await client.close();
@@ -41,120 +35,84 @@ describe('worker writer (order, races, store limits) on the real store', () => {
 
   const stored = () => db.collection<{ _id: string; seq: number; values: Record<string, unknown>; status: string; created_at: Date }>(COLLECTIONS.responses);
 
-  it('detects the store it runs on (FerretDB here): no atomic conditional update, so leases', () => {
-    expect(detected.name).to.equal('ferretdb');
-    expect(detected.atomicUpdates).to.equal(false);
-  });
-
-  // Both sides of every branch the profile drives, on the store at hand. FerretDB cannot play
-  // MongoDB's per-operation update errors (it stops a command at its first error): that part of
-  // the MongoDB side is covered by test/unit/bulk-errors.test.ts.
-  const sides: [string, StoreProfile][] = [
-    ['MongoDB (no leases, $in lookups, large update commands)', { ...STORE_PROFILES.mongodb, reliableUpdateErrors: false }],
-    ['FerretDB (leases, one lookup per record, small update commands)', STORE_PROFILES.ferretdb],
-  ];
-  for (const [label, profile] of sides) {
-    describe(`with the ${label} profile`, () => {
-      it('keeps the newest version of each response whatever order and batches the versions arrive in, and says stale for the others', async () => {
-        const w = await writerOn(profile);
-        const recs = [1, 2, 3].map(recordWrite);
-        expect((await w.write(recs)).map((r) => r.kind)).to.deep.equal(['stored', 'stored', 'stored']);
-        const all = [1, 2, 3].flatMap((r) => [1, 2].flatMap((u) => Array.from({ length: 8 }, (_, v) => version(r, u, v + 1))));
-        const seed = 20261123;
-        const order = shuffled(all, seed);
-        const results: WriteResult[] = [];
-        // Uneven batches: some hold several versions of one response, some one.
-        for (let i = 0; i < order.length; i += 5) results.push(...(await w.write(order.slice(i, i + 5))));
-        for (const r of [1, 2, 3]) {
-          for (const u of [1, 2]) {
-            const doc = await stored().findOne({ _id: `rsp_${r}_${u}` });
-            expect(doc?.values, `seed ${seed}: rsp_${r}_${u}`).to.deep.equal({ v: 8 });
-            expect(doc?.seq).to.equal(version(r, u, 8).seq);
-          }
-        }
-        expect(results.filter((r) => r.kind === 'stored').length + results.filter((r) => r.kind === 'stale').length).to.equal(all.length);
-        expect(results.some((r) => r.kind === 'stale'), 'some versions arrived after a later one').to.equal(true);
-      });
-
-      // FerretDB's $set takes {"x": 1} for {"i": 1} (same values, other keys) and keeps the old one;
-      // MongoDB's replaces it. The store here is FerretDB, so only the profile that works around it is checked.
-      if (!profile.setReplacesDocuments) it('a newer version whose values are the same values under other keys replaces the stored ones ({"i": 1} -> {"x": 1})', async () => {
-        const w = await writerOn(profile);
-        await w.write([recordWrite(1)]);
-        expect((await w.write([version(1, 1, 1, { i: 1 })])).map((r) => r.kind)).to.deep.equal(['stored']);
-        expect((await w.write([version(1, 1, 2, { x: 1 })])).map((r) => r.kind)).to.deep.equal(['stored']);
-        const doc = await stored().findOne({ _id: 'rsp_1_1' });
-        expect(doc?.values).to.deep.equal({ x: 1 });
-        expect(doc?.seq).to.equal(version(1, 1, 2).seq);
-      });
-
-      it('a newer version the store refuses for good does not erase an older valid one of the same batch', async () => {
-        const w = await writerOn(profile);
-        await w.write([recordWrite(1)]);
-        const older = version(1, 1, 1, { ok: 'older' });
-        // FerretDB v1 cannot store a list directly inside a list: refused for good.
-        const newer = version(1, 1, 2, { grid: [[1, 2]] });
-        const results = await w.write([older, newer]);
-        expect(results.map((r) => r.kind)).to.deep.equal(['stored', 'rejected']);
-        expect((await stored().findOne({ _id: 'rsp_1_1' }))?.values).to.deep.equal({ ok: 'older' });
-      });
-
-      it('a job run twice, and two writers running the same job at once, store what one run stores', async () => {
-        const [a, b] = [await writerOn(profile), await writerOn(profile)];
-        const job = [recordWrite(7), version(7, 1, 1), version(7, 1, 2), version(7, 2, 1)];
-        await Promise.all([a.write(job), b.write(job)]);
-        await a.write(job);
-        expect(await db.collection(COLLECTIONS.records).countDocuments({ _id: 'rec_writer_test_0007' as never })).to.equal(1);
-        const docs = await stored().find({ _id: { $in: ['rsp_7_1', 'rsp_7_2', 'rsp_first_7'] } }).sort({ _id: 1 }).toArray();
-        expect(docs.map((d) => [d._id, d.values])).to.deep.equal([['rsp_7_1', { v: 2 }], ['rsp_7_2', { v: 1 }], ['rsp_first_7', { first: 7 }]]);
-      });
-
-      it('a response whose record is not stored is deferred, not stored without its record', async () => {
-        const w = await writerOn(profile);
-        expect((await w.write([version(9, 1, 1)])).map((r) => r.kind)).to.deep.equal(['deferred']);
-        expect(await stored().countDocuments({})).to.equal(0);
-        await w.write([recordWrite(9)]);
-        expect((await w.write([version(9, 1, 1)])).map((r) => r.kind)).to.deep.equal(['stored']);
-      });
-    });
-  }
-
-  it('never sends an update command with more operations than the store takes, nor two at once per writer', async () => {
-    let inFlight = 0;
-    let maxInFlight = 0;
-    let maxOps = 0;
-    const pending = new Set<number>();
-    const w = await writerOn(detected, {
-      monitor: (e) => {
-        if (e.commandName !== 'update') return;
-        maxOps = Math.max(maxOps, (e.command['updates'] as unknown[]).length);
-        pending.add(e.requestId);
-        inFlight++;
-        maxInFlight = Math.max(maxInFlight, inFlight);
-      },
-    });
-    for (const c of clients) {
-      c.on('commandSucceeded', (e) => void (pending.delete(e.requestId) && inFlight--));
-      c.on('commandFailed', (e) => void (pending.delete(e.requestId) && inFlight--));
+  it('keeps the newest version of each response whatever order and batches the versions arrive in, and says stale for the others', async () => {
+    const w = await newWriter();
+    const recs = [1, 2, 3].map(recordWrite);
+    expect((await w.write(recs)).map((r) => r.kind)).to.deep.equal(['stored', 'stored', 'stored']);
+    const all = [1, 2, 3].flatMap((r) => [1, 2].flatMap((u) => Array.from({ length: 8 }, (_, v) => version(r, u, v + 1))));
+    const seed = 20261123;
+    const order = shuffled(all, seed);
+    const results: WriteResult[] = [];
+    // Uneven batches: some hold several versions of one response, some one.
+    for (let i = 0; i < order.length; i += 5) results.push(...(await w.write(order.slice(i, i + 5))));
+    for (const r of [1, 2, 3]) {
+      for (const u of [1, 2]) {
+        const doc = await stored().findOne({ _id: `rsp_${r}_${u}` });
+        expect(doc?.values, `seed ${seed}: rsp_${r}_${u}`).to.deep.equal({ v: 8 });
+        expect(doc?.seq).to.equal(version(r, u, 8).seq);
+      }
     }
-    await w.write([1, 2].map(recordWrite));
-    // 200 versions of existing responses: the kind of batch that hangs FerretDB on PostgreSQL when
-    // sent as one command.
-    const updates = [1, 2].flatMap((r) => Array.from({ length: 100 }, (_, u) => version(r, u, 1)));
-    await w.write(updates);
-    await Promise.all([w.write(updates.map((u) => ({ ...u, seq: u.seq + 1 }))), w.write([1, 2].flatMap((r) => Array.from({ length: 100 }, (_, u) => version(r, u, 2))))]);
-    expect(maxOps).to.be.greaterThan(0);
-    expect(maxOps).to.be.at.most(detected.updateBatchSize);
-    expect(maxInFlight).to.equal(1);
+    expect(results.filter((r) => r.kind === 'stored').length + results.filter((r) => r.kind === 'stale').length).to.equal(all.length);
+    expect(results.some((r) => r.kind === 'stale'), 'some versions arrived after a later one').to.equal(true);
   });
 
-  it('a store round takes a constant number of commands with the MongoDB profile, however many writes it holds', async function () {
+  // MongoDB's $set replaces a document value whole, also when only its keys differ.
+  it('a newer version whose values are the same values under other keys replaces the stored ones ({"i": 1} -> {"x": 1})', async () => {
+    const w = await newWriter();
+    await w.write([recordWrite(1)]);
+    expect((await w.write([version(1, 1, 1, { i: 1 })])).map((r) => r.kind)).to.deep.equal(['stored']);
+    expect((await w.write([version(1, 1, 2, { x: 1 })])).map((r) => r.kind)).to.deep.equal(['stored']);
+    const doc = await stored().findOne({ _id: 'rsp_1_1' });
+    expect(doc?.values).to.deep.equal({ x: 1 });
+    expect(doc?.seq).to.equal(version(1, 1, 2).seq);
+  });
+
+  it('a newer version the store refuses for good does not erase an older valid one of the same batch', async () => {
+    const w = await newWriter();
+    await w.write([recordWrite(1)]);
+    const older = version(1, 1, 1, { ok: 'older' });
+    // Larger than the store's 16 MiB document limit: refused for good.
+    const newer = version(1, 1, 2, { text: OVERSIZE_TEXT });
+    const results = await w.write([older, newer]);
+    expect(results.map((r) => r.kind)).to.deep.equal(['stored', 'rejected']);
+    expect((await stored().findOne({ _id: 'rsp_1_1' }))?.values).to.deep.equal({ ok: 'older' });
+  });
+
+  it('a stored response keeps its values when a later update of it is refused for good (no clearing first)', async () => {
+    const w = await newWriter();
+    await w.write([recordWrite(2)]);
+    expect((await w.write([version(2, 1, 1, { ok: 'stored' })])).map((r) => r.kind)).to.deep.equal(['stored']);
+    expect((await w.write([version(2, 1, 2, { text: OVERSIZE_TEXT })])).map((r) => r.kind)).to.deep.equal(['rejected']);
+    const doc = await stored().findOne({ _id: 'rsp_2_1' });
+    expect(doc?.values).to.deep.equal({ ok: 'stored' });
+    expect(doc?.seq).to.equal(version(2, 1, 1).seq);
+  });
+
+  it('a job run twice, and two writers running the same job at once, store what one run stores', async () => {
+    const [a, b] = [await newWriter(), await newWriter()];
+    const job = [recordWrite(7), version(7, 1, 1), version(7, 1, 2), version(7, 2, 1)];
+    await Promise.all([a.write(job), b.write(job)]);
+    await a.write(job);
+    expect(await db.collection(COLLECTIONS.records).countDocuments({ _id: 'rec_writer_test_0007' as never })).to.equal(1);
+    const docs = await stored().find({ _id: { $in: ['rsp_7_1', 'rsp_7_2', 'rsp_first_7'] } }).sort({ _id: 1 }).toArray();
+    expect(docs.map((d) => [d._id, d.values])).to.deep.equal([['rsp_7_1', { v: 2 }], ['rsp_7_2', { v: 1 }], ['rsp_first_7', { first: 7 }]]);
+  });
+
+  it('a response whose record is not stored is deferred, not stored without its record', async () => {
+    const w = await newWriter();
+    expect((await w.write([version(9, 1, 1)])).map((r) => r.kind)).to.deep.equal(['deferred']);
+    expect(await stored().countDocuments({})).to.equal(0);
+    await w.write([recordWrite(9)]);
+    expect((await w.write([version(9, 1, 1)])).map((r) => r.kind)).to.deep.equal(['stored']);
+  });
+
+  it('a store round takes a constant number of commands, however many writes it holds', async function () {
     this.timeout(60_000);
     const counts: number[] = [];
     let n = 0;
-    const loader = await writerOn(STORE_PROFILES.mongodb);
+    const loader = await newWriter();
     // A second writer that has not seen the records: it must look them up (one $in query).
-    const w = await writerOn(STORE_PROFILES.mongodb, { monitor: (e) => void (['insert', 'update', 'find', 'delete'].includes(e.commandName) && n++) });
+    const w = await newWriter({ monitor: (e) => void (['insert', 'update', 'find', 'delete'].includes(e.commandName) && n++) });
     for (const size of [5, 60]) {
       const base = size * 10;
       const recs = Array.from({ length: size }, (_, i) => recordWrite(base + i));
@@ -170,12 +128,12 @@ describe('worker writer (order, races, store limits) on the real store', () => {
 });
 
 
-describe('worker writer while the store goes away (a private FerretDB, stopped mid-write)', () => {
+describe('worker writer while the store goes away (a private store, FerretDB stopped mid-write)', () => {
   it('every write reported stored is stored: a bulk error without per-document errors is not "all inserted"', async function () {
     this.timeout(60_000);
     const server = await startFerretDb();
     const c = new MongoClient(server.url, { ...mongoClientOptions(), serverSelectionTimeoutMS: 1500, connectTimeoutMS: 1500 });
-    const w = createFeedbackWriter({ db: c.db('gone'), logger: silentLogger, profile: STORE_PROFILES.ferretdb, leaseMs: 5_000 });
+    const w = createFeedbackWriter({ db: c.db('gone'), logger: silentLogger });
     try {
       await ensureIndexes(c.db('gone'));
       const acknowledged: string[] = [];
@@ -207,7 +165,6 @@ describe('worker writer while the store goes away (a private FerretDB, stopped m
       const stored = new Set((await c.db('gone').collection(COLLECTIONS.records).find({}, { projection: { _id: 1 } }).toArray()).map((d) => String(d['_id'])));
       expect(acknowledged.filter((id) => !stored.has(id))).to.deep.equal([]);
     } finally {
-      w.close();
       await c.close();
       await server.destroy();
     }

@@ -60,19 +60,16 @@ describe('loadConfig (shared/config.ts)', () => {
       expect(loadConfig({ REDIS_TLS_REJECT_UNAUTHORIZED: '1' }).redisTlsRejectUnauthorized).to.equal(true);
     });
 
-    it('bounds what one API process holds for the queue, and how stores update, on the documented defaults', () => {
+    it('bounds what one API process holds for the queue on the documented defaults', () => {
       expect(config.enqueueMaxPendingWrites).to.equal(20_000);
       expect(config.enqueueMaxPendingBytes).to.equal(64 * 1024 * 1024);
       expect(config.batchMaxBytes).to.equal(4 * 1024 * 1024);
-      expect(config.writeLeaseMs).to.equal(30_000);
-      expect(config.storeProfile).to.equal('auto');
       expect(config.workerConcurrency).to.equal(16);
     });
 
     it('reads each of those settings from its variable', () => {
-      const c = loadConfig({ ENQUEUE_MAX_PENDING_WRITES: '10000000', ENQUEUE_MAX_PENDING_BYTES: String(4 * 1024 ** 3), BATCH_MAX_BYTES: '1024', WRITE_LEASE_MS: '1000' });
-      expect([c.enqueueMaxPendingWrites, c.enqueueMaxPendingBytes, c.batchMaxBytes, c.writeLeaseMs]).to.deep.equal([10_000_000, 4 * 1024 ** 3, 1024, 1000]);
-      for (const value of ['auto', 'mongodb', 'ferretdb'] as const) expect(loadConfig({ STORE_PROFILE: value }).storeProfile).to.equal(value);
+      const c = loadConfig({ ENQUEUE_MAX_PENDING_WRITES: '10000000', ENQUEUE_MAX_PENDING_BYTES: String(4 * 1024 ** 3), BATCH_MAX_BYTES: '1024' });
+      expect([c.enqueueMaxPendingWrites, c.enqueueMaxPendingBytes, c.batchMaxBytes]).to.deep.equal([10_000_000, 4 * 1024 ** 3, 1024]);
     });
 
     it('treats an empty variable as unset', () => {
@@ -123,9 +120,6 @@ describe('loadConfig (shared/config.ts)', () => {
       ['BATCH_MAX_BYTES', { BATCH_MAX_BYTES: '1023' }],
       ['BATCH_MAX_BYTES', { BATCH_MAX_BYTES: String(256 * 1024 ** 2 + 1) }],
       ['BATCH_MAX_BYTES', { BATCH_MAX_BYTES: '4MiB' }],
-      ['WRITE_LEASE_MS', { WRITE_LEASE_MS: '999' }],
-      ['WRITE_LEASE_MS', { WRITE_LEASE_MS: '3600001' }],
-      ['STORE_PROFILE', { STORE_PROFILE: 'yes' }],
       ['ID_SIGNING_SECRETS', { ID_SIGNING_SECRETS: 'short' }],
       ['HTTP_HEADERS_TIMEOUT_MS', { HTTP_HEADERS_TIMEOUT_MS: '20000', HTTP_REQUEST_TIMEOUT_MS: '10000' }],
     ];

@@ -1,0 +1,76 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+
+// What a start script left running, read from /proc: for the tests of npm start and npm run services.
+
+/** A process as /proc shows it; `start` (clock ticks since boot) tells a reused pid apart. */
+export interface Proc {
+  readonly pid: number;
+  readonly start: string;
+  readonly command: string;
+}
+
+/** pid, ppid, state and start time of every process, from /proc/<pid>/stat. */
+function processTable(): Map<number, { ppid: number; state: string; start: string }> {
+  const table = new Map<number, { ppid: number; state: string; start: string }>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      table.set(Number(entry), { state: fields[0]!, ppid: Number(fields[1]), start: fields[19]! });
+    } catch {
+      // exited while we read
+    }
+  }
+  return table;
+}
+
+/** Every live descendant of `root`, with its command line. */
+export function descendants(root: number): Proc[] {
+  const table = processTable();
+  const found: Proc[] = [];
+  const walk = (parent: number) => {
+    for (const [pid, p] of table) {
+      if (p.ppid !== parent || p.state === 'Z') continue;
+      let command: string;
+      try {
+        command = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim();
+      } catch {
+        continue;
+      }
+      found.push({ pid, start: p.start, command });
+      walk(pid);
+    }
+  };
+  walk(root);
+  return found;
+}
+
+/** Alive: the same process (same start time) still exists and is not a zombie. */
+export function alive(proc: Proc): boolean {
+  const p = processTable().get(proc.pid);
+  return p !== undefined && p.start === proc.start && p.state !== 'Z';
+}
+
+/** The postmaster of a PostgreSQL data directory: pg_ctl daemonises it, so it is nobody's descendant. */
+export function postmaster(dataDir: string): Proc | undefined {
+  const file = join(dataDir, 'postmaster.pid');
+  if (!existsSync(file)) return undefined;
+  const pid = Number(readFileSync(file, 'utf8').split('\n')[0]);
+  const p = processTable().get(pid);
+  return p === undefined ? undefined : { pid, start: p.start, command: 'postgres (postmaster)' };
+}
+
+export function portAnswers(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
