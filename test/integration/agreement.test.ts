@@ -125,7 +125,7 @@ describe('GET /datasets/{dataset_id}/agreement', () => {
     // 2,500 records (more than two driver batches of responses), 0-3 responses each, inserted in shuffled id order.
     const many = seedDocs({ datasetId: 'ds_many', count: 2500, responseTimesMs: (i, created) => Array.from({ length: i % 4 }, () => created) });
     await insertSeed(stack.db, many);
-    const reader = createRecordReader({ db: stack.db, storeProfile: 'auto' });
+    const reader = createRecordReader({ db: stack.db });
     const seen: string[] = [];
     let values = 0;
     for await (const unit of reader.submittedUnits({ datasetId: 'ds_many', question: 'helpful' })) {
