@@ -12,11 +12,8 @@ import { fileURLToPath } from 'node:url';
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const README_MAX_LINES = 300;
 
-/**
- * Pages another branch adds, which may be linked before they exist here (no anchor into them).
- * `docs/store.md` comes with the FerretDB v2 store; remove it from this list once it has landed.
- */
-const PENDING_PAGES: ReadonlySet<string> = new Set(['docs/store.md']);
+/** Pages another branch adds, which may be linked before they exist here (no anchor into them). */
+const PENDING_PAGES: ReadonlySet<string> = new Set<string>([]);
 
 /** README.md and every Markdown file under docs/, as paths relative to the repository. */
 export function documentationFiles(root: string = ROOT): string[] {
