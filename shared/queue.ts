@@ -1,11 +1,22 @@
-import { Queue, type JobsOptions } from 'bullmq';
+import { Queue, Worker, type Job, type JobsOptions, type WorkerOptions } from 'bullmq';
 import type { Config } from './config.js';
 import type { RedisClient } from './redis.js';
 import { queueShards, shardOf, type QueueShard } from './redis-keys.js';
 import type { JobData } from './job-payload.js';
 
+/*
+ * The queue contract, one place for both ends: the job name and its payload type (JobData of
+ * shared/job-payload.ts, versioned there), and the BullMQ Queue and Worker of a shard built
+ * from them. The API produces through createWriteQueues; the worker consumes through
+ * createShardConsumer. A job of another name is not ours: the worker dead-letters it.
+ */
+
 /** The one job name on the write queue. */
 export const WRITE_JOB_NAME = 'writes';
+export type WriteJobName = typeof WRITE_JOB_NAME;
+
+/** A job as the worker receives it: the name may be anything a producer wrote, the data is checked by decodeJob. */
+export type WriteJob<R = unknown> = Job<JobData, R, string>;
 
 const LEGACY_SEQ_STRIDE = 4096;
 
@@ -31,7 +42,7 @@ function writeJobOptions(config: Pick<Config, 'jobAttempts' | 'jobBackoffMs' | '
   };
 }
 
-export type WriteQueue = Queue<JobData, unknown, typeof WRITE_JOB_NAME>;
+export type WriteQueue = Queue<JobData, unknown, WriteJobName>;
 
 type QueueConfig = Pick<Config, 'queueName' | 'queueShards' | 'redisKeyPrefix' | 'redisClusterNodes' | 'jobAttempts' | 'jobBackoffMs' | 'keepCompletedJobs' | 'keepFailedJobs'>;
 
@@ -57,7 +68,7 @@ export interface WriteQueues {
 export function createWriteQueues(config: QueueConfig, connection: RedisClient): WriteQueues {
   const shards = queueShards(config).map((shard) => ({
     shard,
-    queue: new Queue<JobData, unknown, typeof WRITE_JOB_NAME>(config.queueName, {
+    queue: new Queue<JobData, unknown, WriteJobName>(config.queueName, {
       connection,
       prefix: shard.prefix,
       defaultJobOptions: writeJobOptions(config),
@@ -81,4 +92,33 @@ export function createWriteQueues(config: QueueConfig, connection: RedisClient):
       await Promise.all(shards.map((s) => s.queue.close()));
     },
   };
+}
+
+/** The consumer side of one shard: the queue (for the worker's rate limit while the store is down) and its worker. */
+export interface ShardConsumer<R = unknown> {
+  readonly shard: QueueShard;
+  readonly queue: WriteQueue;
+  /** Its jobs' results are what `process` returns (the worker's job summary). */
+  readonly worker: Worker<JobData, R, string>;
+}
+
+/**
+ * The worker's end of the contract for one shard. `connection` should be a `worker` Redis;
+ * `process` gets every job of the shard's queue, whatever its name (see {@link isWriteJob}).
+ */
+export function createShardConsumer<R>(
+  config: Pick<Config, 'queueName'>,
+  connection: RedisClient,
+  shard: QueueShard,
+  process: (job: WriteJob<R>) => Promise<R>,
+  options: Pick<WorkerOptions, 'concurrency' | 'lockDuration' | 'maxStalledCount' | 'stalledInterval'>,
+): ShardConsumer<R> {
+  const queue = new Queue<JobData, unknown, WriteJobName>(config.queueName, { connection, prefix: shard.prefix });
+  const worker = new Worker<JobData, R, string>(config.queueName, process, { ...options, connection, prefix: shard.prefix });
+  return { shard, queue, worker };
+}
+
+/** True when `job` is a write job: the only name this contract knows. */
+export function isWriteJob(job: Pick<WriteJob, 'name'>): boolean {
+  return job.name === WRITE_JOB_NAME;
 }

@@ -1,4 +1,5 @@
-import { MongoBulkWriteError, type Collection, type OptionalUnlessRequiredId } from 'mongodb';
+import type { Collection, OptionalUnlessRequiredId } from 'mongodb';
+import { outcomesOfBulkError } from './bulk-errors.js';
 import { isDuplicateKey, isTransientMongoError, TransientStoreError } from './errors.js';
 
 /** What became of one document: newly inserted, already there (same _id), or refused for good. */
@@ -21,33 +22,21 @@ export async function insertNew<D extends { _id: string }>(col: Collection<D>, d
     return docs.map(() => INSERTED);
   } catch (err) {
     if (isTransientMongoError(err)) throw new TransientStoreError(err);
-    if (accountsForEveryDocument(err, docs.length)) return fromBulkError(err, docs.length);
+    const outcomes = insertOutcomes(err, docs.length);
+    if (outcomes !== undefined) return outcomes;
   }
   const outcomes: InsertOutcome[] = [];
   for (const doc of docs) outcomes.push(await insertOne(col, doc));
   return outcomes;
 }
 
-/**
- * True when a bulk error says what became of every document: inserted ones counted, each other
- * one with its own error. A connection lost mid-command also arrives as a MongoBulkWriteError,
- * with no per-document errors at all: reading that as "all inserted" would lose them.
- */
-export function accountsForEveryDocument(err: unknown, count: number): err is MongoBulkWriteError {
-  if (!(err instanceof MongoBulkWriteError)) return false;
-  const writeErrors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
-  return writeErrors.length > 0 && err.result.insertedCount + writeErrors.length === count;
-}
-
-/** Exported for its unit test. */
-export function fromBulkError(err: MongoBulkWriteError, count: number): InsertOutcome[] {
-  const outcomes: InsertOutcome[] = new Array<InsertOutcome>(count).fill(INSERTED);
-  const writeErrors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
-  for (const e of writeErrors) {
-    if (e.index < 0 || e.index >= count) continue;
-    outcomes[e.index] = e.code === 11000 ? PRESENT : { kind: 'rejected', error: e.errmsg ?? `store error ${e.code}` };
-  }
-  return outcomes;
+/** Per document, from an insertMany's bulk error; undefined when the error does not account for every one. Exported for its unit test. */
+export function insertOutcomes(err: unknown, count: number): InsertOutcome[] | undefined {
+  return outcomesOfBulkError<InsertOutcome>(err, count, {
+    applied: (result) => result.insertedCount,
+    ok: INSERTED,
+    failed: (code, message) => (code === 11000 ? PRESENT : { kind: 'rejected', error: message }),
+  });
 }
 
 async function insertOne<D extends { _id: string }>(col: Collection<D>, doc: D): Promise<InsertOutcome> {

@@ -1,8 +1,8 @@
-import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import { UnrecoverableError, Worker } from 'bullmq';
 import * as v from 'valibot';
 import { DeadLetterReason, type DeadLetterStore } from '../shared/dead-letters.js';
 import type { Logger } from '../shared/logger.js';
-import { legacyAcceptanceSeq } from '../shared/queue.js';
+import { isWriteJob, legacyAcceptanceSeq, WRITE_JOB_NAME, type WriteJob as AnyWriteJob } from '../shared/queue.js';
 import { decodeJob } from '../shared/job-payload.js';
 import { Write } from '../shared/schemas.js';
 import { MongoError } from 'mongodb';
@@ -35,10 +35,13 @@ export interface JobSummary {
   readonly dead_lettered: number;
 }
 
+/** A job of the write queue, whose result is its summary. */
+type WriteJob = AnyWriteJob<JobSummary>;
+
 interface WriteProcessor {
-  process(job: Job): Promise<JobSummary>;
+  process(job: WriteJob): Promise<JobSummary>;
   /** For jobs that failed for good outside the processor (stalled too often): dead-letter their writes. */
-  onFailed(job: Job | undefined, err: Error): Promise<void>;
+  onFailed(job: WriteJob | undefined, err: Error): Promise<void>;
 }
 
 function payloadText(value: unknown): string {
@@ -54,7 +57,7 @@ function payloadText(value: unknown): string {
  * (job ids are not: Redis hands them out again after it lost data). Writes of old releases
  * without an order, and whole jobs, are named by job id and the time the job was created.
  */
-function deadLetterId(queueName: string, job: Job, index: number | null, write: Write | undefined): string {
+function deadLetterId(queueName: string, job: WriteJob, index: number | null, write: Write | undefined): string {
   if (write?.seq !== undefined) return `${queueName}:w:${write.seq}:${write.response_id}`;
   return `${queueName}:job:${job.id ?? 'unknown'}:${job.timestamp}:${index === null ? 'job' : index}`;
 }
@@ -63,7 +66,7 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
   const { writer, deadLetters, logger, metrics, queueName } = deps;
   let transientStreak = 0;
 
-  async function deadLetter(job: Job, reason: DeadLetterReason, error: string, index: number | null, payload: unknown, item?: SequencedWrite): Promise<void> {
+  async function deadLetter(job: WriteJob, reason: DeadLetterReason, error: string, index: number | null, payload: unknown, item?: SequencedWrite): Promise<void> {
     const w = item?.write;
     await deadLetters.record({
       _id: deadLetterId(queueName, job, index, w),
@@ -82,7 +85,7 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
   }
 
   /** The writes of a job that pass the contract, each with its order; the others are dead-lettered. */
-  async function parseWrites(job: Job, writes: readonly unknown[]): Promise<{ items: SequencedWrite[]; deadLettered: number }> {
+  async function parseWrites(job: WriteJob, writes: readonly unknown[]): Promise<{ items: SequencedWrite[]; deadLettered: number }> {
     const items: SequencedWrite[] = [];
     let deadLettered = 0;
     for (const [index, raw] of writes.entries()) {
@@ -103,9 +106,17 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
     return { items, deadLettered };
   }
 
-  async function processJob(job: Job): Promise<JobSummary> {
+  async function processJob(job: WriteJob): Promise<JobSummary> {
     const log = logger.child({ job_id: job.id, attempt: job.attemptsMade + 1 });
     try {
+      if (!isWriteJob(job)) {
+        // Not a job of this contract (another producer on the same queue, a name from a future release).
+        const error = `unknown job name ${JSON.stringify(job.name)}: this worker takes ${JSON.stringify(WRITE_JOB_NAME)} jobs`;
+        await deadLetter(job, DeadLetterReason.malformedJob, error, null, job.data);
+        log.error({ reason: DeadLetterReason.malformedJob, job_name: job.name }, 'job of an unknown name dead-lettered');
+        metrics.jobs.inc({ outcome: 'failed' });
+        throw new UnrecoverableError(error);
+      }
       const envelope = decodeJob(job.data, deps.maxInflatedBytes);
       if (!envelope.ok) {
         await deadLetter(job, DeadLetterReason.malformedJob, envelope.error, null, job.data);

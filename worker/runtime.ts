@@ -1,5 +1,4 @@
 import { createServer, type Server } from 'node:http';
-import { Queue, Worker } from 'bullmq';
 import type { Config } from '../shared/config.js';
 import { createDeadLetterStore } from '../shared/dead-letters.js';
 import type { Logger } from '../shared/logger.js';
@@ -8,17 +7,18 @@ import { sleep } from '../shared/process.js';
 import { logConnections } from '../shared/redact-url.js';
 import { checkEvictionPolicy, checkPersistence, createRedis, type RedisClient } from '../shared/redis.js';
 import { queueShards } from '../shared/redis-keys.js';
+import { createShardConsumer, type ShardConsumer } from '../shared/queue.js';
 import { isTransientMongoError, TransientStoreError } from './errors.js';
 import { ensureIndexes } from './indexes.js';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.js';
-import { createWriteProcessor } from './processor.js';
+import { createWriteProcessor, type JobSummary } from './processor.js';
 import { createFeedbackWriter } from './writer.js';
 
 export interface WorkerRuntime {
   /** The BullMQ worker of shard 0: the only one unless `QUEUE_SHARDS` > 1 (tests inspect it). */
-  readonly worker: Worker;
+  readonly worker: ShardConsumer<JobSummary>['worker'];
   /** One BullMQ worker per shard of the write queue. */
-  readonly workers: readonly Worker[];
+  readonly workers: readonly ShardConsumer<JobSummary>['worker'][];
   readonly mongo: MongoHandle;
   readonly redis: RedisClient;
   readonly metrics: WorkerMetrics;
@@ -73,17 +73,15 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
   void checkEvictionPolicy(redis, logger);
   void checkPersistence(redis, logger);
   const shards = queueShards(config);
-  const queues = shards.map((shard) => new Queue(config.queueName, { connection: redis, prefix: shard.prefix }));
-  for (const queue of queues) queue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
   const metrics = createWorkerMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   // The store is shared by every shard: when it is down, every shard's queue waits.
   const pauseQueues = async (ms: number) => {
-    await Promise.all(queues.map((q) => q.rateLimit(ms)));
+    await Promise.all(consumers.map((c) => c.queue.rateLimit(ms)));
   };
   // WORKER_CONCURRENCY is what the process holds in all, spread over the shards (at least one
   // job each, so that every shard drains); the writer merges the jobs of every shard in hand.
   const perShard = Math.max(1, Math.ceil(config.workerConcurrency / shards.length));
-  const workers = shards.map((shard) => {
+  const consumers = shards.map((shard) => {
     const processor = createWriteProcessor({
       writer,
       deadLetters: createDeadLetterStore(mongo.db),
@@ -94,21 +92,22 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
       pauseQueue: pauseQueues,
       maxInflatedBytes: maxInflatedBytes(config),
     });
-    const worker = new Worker(config.queueName, (job) => processor.process(job), {
-      connection: redis,
-      prefix: shard.prefix,
+    const consumer = createShardConsumer<JobSummary>(config, redis, shard, (job) => processor.process(job), {
       concurrency: perShard,
       lockDuration: config.jobLockMs,
       maxStalledCount: config.jobMaxStalled,
       stalledInterval: config.jobStalledIntervalMs,
     });
-    worker.on('failed', (job, err) => {
+    consumer.queue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
+    consumer.worker.on('failed', (job, err) => {
       logger.warn({ job_id: job?.id, shard: shard.index, attempts_made: job?.attemptsMade, err: err.message }, 'job attempt failed');
       void processor.onFailed(job, err);
     });
-    worker.on('error', (err) => logger.warn({ err: err.message, shard: shard.index }, 'worker error'));
-    return worker;
+    consumer.worker.on('error', (err) => logger.warn({ err: err.message, shard: shard.index }, 'worker error'));
+    return consumer;
   });
+  const queues = consumers.map((c) => c.queue);
+  const workers = consumers.map((c) => c.worker);
 
   let metricsServer: Server | undefined;
   if (config.workerMetricsPort > 0) {

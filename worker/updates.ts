@@ -1,4 +1,5 @@
-import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection } from 'mongodb';
+import type { AnyBulkWriteOperation, Collection } from 'mongodb';
+import { outcomesOfBulkError } from './bulk-errors.js';
 import type { ResponseDoc } from '../shared/documents.js';
 import type { ResponseUpdate } from './documents.js';
 import { isDuplicateKey, isTransientMongoError, TransientStoreError } from './errors.js';
@@ -40,7 +41,8 @@ async function applyAll(col: Collection<ResponseDoc>, ops: readonly ResponseUpda
     return ops.map(() => APPLIED);
   } catch (err) {
     transientOr(err, undefined);
-    if (accountsForEveryOperation(err, ops.length)) return attemptsFromBulkError(err, ops.length);
+    const attempts = updateAttempts(err, ops.length);
+    if (attempts !== undefined) return attempts;
   }
   // An error that does not say what became of each operation (the driver refused the command
   // before sending it…): one at a time, which is harmless for those that did apply (the filter
@@ -57,21 +59,13 @@ async function applyAll(col: Collection<ResponseDoc>, ops: readonly ResponseUpda
   return attempts;
 }
 
-/** As inserts.ts `accountsForEveryDocument`: every operation either matched, upserted or has its error. */
-function accountsForEveryOperation(err: unknown, count: number): err is MongoBulkWriteError {
-  if (!(err instanceof MongoBulkWriteError)) return false;
-  const writeErrors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
-  return writeErrors.length > 0 && err.result.matchedCount + err.result.upsertedCount + writeErrors.length === count;
-}
-
-/** What each operation of a failed unordered update command did, from its per-operation errors. */
-export function attemptsFromBulkError(err: MongoBulkWriteError, count: number): Attempt[] {
-  const attempts: Attempt[] = new Array<Attempt>(count).fill(APPLIED);
-  const writeErrors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
-  for (const e of writeErrors) {
-    if (e.index >= 0 && e.index < count) attempts[e.index] = e.code === 11000 ? { kind: 'conflict' } : { kind: 'rejected', error: e.errmsg ?? `store error ${e.code}` };
-  }
-  return attempts;
+/** Per operation, from an unordered update command's bulk error; undefined when the error does not account for every one. Exported for its unit test. */
+export function updateAttempts(err: unknown, count: number): Attempt[] | undefined {
+  return outcomesOfBulkError<Attempt>(err, count, {
+    applied: (result) => result.matchedCount + result.upsertedCount,
+    ok: APPLIED,
+    failed: (code, message) => (code === 11000 ? { kind: 'conflict' } : { kind: 'rejected', error: message }),
+  });
 }
 
 async function recheck(col: Collection<ResponseDoc>, op: ResponseUpdate): Promise<UpdateOutcome> {

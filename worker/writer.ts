@@ -53,24 +53,6 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
   const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
   const lookup = createRecordLookup({ records, capacity: options.recordCacheSize ?? 100_000 });
 
-  const rounds = createGroupCommit<readonly SequencedWrite[], WriteResult[]>({
-    maxItems: Number.MAX_SAFE_INTEGER,
-    maxWeight: options.maxBatchWrites ?? 2_000,
-    weight: (items) => items.length,
-    // One store round at a time per process: a round then finds the records of the rounds before
-    // it stored (or remembered), instead of deferring their responses to a retry of the job.
-    maxInFlight: 1,
-    async commit(jobs) {
-      const results = await store(jobs.flat());
-      let at = 0;
-      return jobs.map((items) => results.slice(at, (at += items.length)));
-    },
-  });
-
-  return {
-    write: (items) => (items.length === 0 ? Promise.resolve([]) : rounds.submit(items)),
-  };
-
   /**
    * One store round: records, then for each response the newest version the batch holds. When
    * the store refuses that version for good, the next older one is tried, so a bad update never
@@ -189,4 +171,22 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     const stored = await responses.findOne({ _id: item.write.response_id }, { projection: { seq: 1 } }).catch(() => null);
     logStale(item, stored?.seq ?? Number.NaN);
   }
+
+  const rounds = createGroupCommit<readonly SequencedWrite[], WriteResult[]>({
+    maxItems: Number.MAX_SAFE_INTEGER,
+    maxWeight: options.maxBatchWrites ?? 2_000,
+    weight: (items) => items.length,
+    // One store round at a time per process: a round then finds the records of the rounds before
+    // it stored (or remembered), instead of deferring their responses to a retry of the job.
+    maxInFlight: 1,
+    async commit(jobs) {
+      const results = await store(jobs.flat());
+      let at = 0;
+      return jobs.map((items) => results.slice(at, (at += items.length)));
+    },
+  });
+
+  return {
+    write: (items) => (items.length === 0 ? Promise.resolve([]) : rounds.submit(items)),
+  };
 }

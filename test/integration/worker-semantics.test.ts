@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { Job } from 'bullmq';
+import { Job, type Queue } from 'bullmq';
 import { JOB_PAYLOAD_VERSION, JOB_PAYLOAD_VERSION_DEFLATE } from '../../shared/job-payload.js';
 import { WRITE_JOB_NAME } from '../../shared/queue.js';
 import { COLLECTIONS, createMongo } from '../../shared/mongo.js';
@@ -182,6 +182,20 @@ describe('worker semantics (ids, updates, order, idempotency, dead letters)', ()
     const failed = await Job.fromId(stack.api.queue, job.id!);
     expect(failed?.attemptsMade).to.equal(1);
     expect(failed?.failedReason).to.be.a('string').and.not.equal('');
+  });
+
+  it('a job of another name than the queue contract\'s is dead-lettered as malformed_job with its name, not stored, not retried', async () => {
+    await stack.startWorker();
+    const body = recordBody({ record: { external_id: 'other-name' } });
+    const valid = { kind: 'record', request_id: 'r-name', accepted_at: Date.now(), api_key: 'tester', record_id: 'rec_manual_name_0000000000000000000', response_id: 'rsp_manual_name', record: body.record, response: { status: 'submitted', values: { a: 1 }, user_id: 'u' } };
+    // A well-formed payload under a name this worker does not know (another producer, a future release).
+    const job = await (stack.api.queue as unknown as Queue).add('suggestions', { v: JOB_PAYLOAD_VERSION, writes: [valid] });
+    const letter = await stored(() => deadLetters(stack.db).findOne({ job_id: job.id! }), 'dead letter');
+    expect(letter['reason']).to.equal('malformed_job');
+    expect(letter['error']).to.contain('"suggestions"');
+    await eventually(async () => ((await stack.api.queue.getJobState(job.id!)) === 'failed' ? true : undefined), 10_000, 'failed job');
+    expect((await Job.fromId(stack.api.queue, job.id!))?.attemptsMade).to.equal(1);
+    expect(await records(stack.db).countDocuments({ _id: valid.record_id })).to.equal(0);
   });
 
   it('a write the store refuses is dead-lettered with its reason; the other writes of its job are stored', async () => {

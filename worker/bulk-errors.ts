@@ -1,0 +1,34 @@
+import { MongoBulkWriteError, type BulkWriteResult } from 'mongodb';
+
+/*
+ * What each operation of a failed unordered bulk command (insertMany, bulkWrite) did, from the
+ * error alone: the one accounting that inserts.ts and updates.ts share.
+ */
+
+/**
+ * One outcome per operation, when the error accounts for every one of them (the operations that
+ * applied, counted by `applied(result)`, plus one write error for each of the others); else
+ * undefined. A connection lost mid-command also arrives as a MongoBulkWriteError, with no
+ * per-operation errors at all: reading that as "all applied" would lose them.
+ */
+export function outcomesOfBulkError<T>(
+  err: unknown,
+  count: number,
+  options: {
+    /** How many operations the result says applied (inserted; matched + upserted). */
+    readonly applied: (result: BulkWriteResult) => number;
+    /** The outcome of an operation without an error. */
+    readonly ok: T;
+    /** The outcome of an operation with this error code and message. */
+    readonly failed: (code: number | undefined, message: string) => T;
+  },
+): T[] | undefined {
+  if (!(err instanceof MongoBulkWriteError)) return undefined;
+  const writeErrors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+  if (writeErrors.length === 0 || options.applied(err.result) + writeErrors.length !== count) return undefined;
+  const outcomes: T[] = new Array<T>(count).fill(options.ok);
+  for (const e of writeErrors) {
+    if (e.index >= 0 && e.index < count) outcomes[e.index] = options.failed(e.code, e.errmsg ?? `store error ${e.code}`);
+  }
+  return outcomes;
+}
