@@ -11,7 +11,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
-import { startRedis } from '../test/helpers/services.js';
+import { startRedis } from '../devkit/servers.js';
 import { renderDrainReport, type DrainRun, type RoundRow } from './lib/drain-report.js';
 import { buildBurst, buildSeed, seedDb, type Seed } from './lib/drain-writes.js';
 import { fmt } from './lib/report.js';

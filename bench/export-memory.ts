@@ -15,16 +15,15 @@ import { request } from 'node:http';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { MongoClient, type Db } from 'mongodb';
 import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
 import { COLLECTIONS, mongoClientOptions } from '../shared/mongo.js';
-import { freePort, startFerretDb, startRedis, waitForPort, type ManagedServer } from '../test/helpers/services.js';
+import { ROOT } from './lib/root.js';
+import { freePort, startFerretDb, startRedis, waitForPort, type ManagedServer } from '../devkit/servers.js';
 import { STORE_BACKEND } from './lib/services.js';
 import { ensureIndexes } from '../worker/indexes.js';
 import { rssKb } from './lib/procs.js';
 
-const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const argv = process.argv.slice(2);
 const num = (name: string, def: number): number => {
   const i = argv.indexOf(name);

@@ -10,7 +10,7 @@
 import { parseArgs } from 'node:util';
 import { BSON, MongoClient, type AnyBulkWriteOperation, type Collection } from 'mongodb';
 import { COLLECTIONS, mongoClientOptions } from '../shared/mongo.js';
-import { startFerretDb, type ManagedServer } from '../test/helpers/services.js';
+import { startFerretDb, type ManagedServer } from '../devkit/servers.js';
 
 type Store = 'documentdb';
 

@@ -46,7 +46,7 @@ export function renderDrainReport(run: DrainRun, final: boolean): string {
 
   lines.push(`# Worker drain benchmark (issue 10)${final ? '' : ' — PARTIAL (run in progress or stopped)'}`, '');
   lines.push(`- Command: \`${run.command}\``);
-  lines.push(`- Store: ${run.backend}; Redis: private redis-server (test/helpers/services.ts startRedis, no persistence)`);
+  lines.push(`- Store: ${run.backend}; Redis: private redis-server (devkit/servers.ts startRedis, no persistence)`);
   lines.push(`- Machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, load average at start ${loadavg().map((x) => x.toFixed(1)).join(' ')} (shared with other work)`);
   lines.push(`- N = ${fmt(WRITES)} writes per burst, jobs of ${JOB_WRITES} writes (deflated, as the API queues them), worker concurrency 16 (default config), ${run.roundsRequested} rounds requested, ${rounds.length} run`);
   lines.push(`- Every drain/raw pass runs on a fresh database holding ${fmt(run.baseDocs)} documents (${fmt(run.baseDocs / 2)} records + their responses); updates target those responses (random, repeats allowed).`);

@@ -1,7 +1,7 @@
 // The command line of `npm run bench` (`--help` prints it).
 import { join } from 'node:path';
 import { DESIGNS, type Design } from './types.js';
-import { ROOT } from './runner.js';
+import { ROOT } from './root.js';
 
 export interface Options {
   rounds: number;

@@ -1,7 +1,6 @@
 // What every scenario of the benchmark shares: the run's context (services, processes, queues,
 // store clients), progress lines, the fatal-error latch, CPU accounting per process, and one timed
 // load run of a design (`measure`). Scenarios live in bench/scenarios/, one file each.
-import { fileURLToPath } from 'node:url';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { MongoClient, type Db } from 'mongodb';
@@ -17,8 +16,7 @@ import { fmt } from './report.js';
 import type { Service } from './services.js';
 import type { CpuPerRequest, Design, RedisMemory, RunSummary } from './types.js';
 
-/** The project's root directory. */
-export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export { ROOT } from './root.js';
 /** When the benchmark started. */
 export const STARTED = new Date();
 const T0 = STARTED.getTime();

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ferretdbCommand, freePort, startFerretDb, startPostgresCluster, waitForPort, waitForStoreReady, type PostgresCluster } from '../../test/helpers/services.js';
+import { ferretdbCommand, freePort, startFerretDb, startPostgresCluster, waitForPort, waitForStoreReady, type PostgresCluster } from '../../devkit/servers.js';
 import { registerTempDir, spawnProc, type Proc } from './procs.js';
 
 export { freePort, waitForPort };
@@ -61,7 +61,7 @@ interface TestStore {
   stop(): Promise<void>;
 }
 
-/** The store npm start runs (test/helpers/services.ts startFerretDb). */
+/** The store npm start runs (devkit/servers.ts startFerretDb). */
 export async function startTestStore(): Promise<TestStore> {
   const server = await startFerretDb();
   return { backend: STORE_BACKEND, url: server.url, stop: () => server.destroy() };

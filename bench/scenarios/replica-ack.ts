@@ -12,8 +12,8 @@ import { randomBytes } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
-import { spawnService, type ServiceProcess } from '../../test/faults/procs.js';
-import { freePort, startFerretDb, startRedis, type ManagedServer } from '../../test/helpers/services.js';
+import { spawnService, type ServiceProcess } from '../../devkit/processes.js';
+import { freePort, startFerretDb, startRedis, type ManagedServer } from '../../devkit/servers.js';
 import { recordBody, runLoad, type LoadResult } from '../lib/load.js';
 import { fmt, median } from '../lib/report.js';
 

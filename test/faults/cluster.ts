@@ -6,8 +6,8 @@ import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
 import { loadConfig } from '../../shared/config.js';
 import { createWriteQueues, type WriteQueues } from '../../shared/queue.js';
 import { startRedisCluster, type RedisClusterHandle } from '../helpers/redis-cluster.js';
-import { freePort, startFerretDb, startRedis, type ManagedServer } from '../helpers/services.js';
-import { msg, saveLogs, spawnService, type ServiceProcess } from './procs.js';
+import { freePort, startFerretDb, startRedis, type ManagedServer } from '../../devkit/servers.js';
+import { msg, saveLogs, spawnService, type ServiceProcess } from '../../devkit/processes.js';
 
 export const LEDGER_KEY = { name: 'ledger', secret: 'ledger-secret-key-7f3a9c2e51d84b06' } as const;
 const OTHER_LEDGER_KEY = { name: 'ledger-2', secret: 'ledger-second-key-0c8e1b7a94d2f365' } as const;

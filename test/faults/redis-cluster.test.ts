@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Cluster, until } from './cluster.js';
 import { Ledger, type LedgerReport } from './ledger.js';
 import { faultScope } from './scope.js';
-import { ARTIFACTS, msg, type ServiceProcess } from './procs.js';
+import { ARTIFACTS, msg, type ServiceProcess } from '../../devkit/processes.js';
 import { ledgerFigures, recordScenario } from './report.js';
 
 /**

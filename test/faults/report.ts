@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { LedgerReport } from './ledger.js';
-import { ARTIFACTS } from './procs.js';
+import { ARTIFACTS } from '../../devkit/processes.js';
 
 /** Figures of one scenario, as the lead puts them in docs/reliability.md. */
 interface ScenarioFigures {

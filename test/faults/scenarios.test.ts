@@ -5,7 +5,7 @@ import { Cluster, LEDGER_KEY, until } from './cluster.js';
 import { answerOf, NoAnswer, send, type HttpAnswer } from './http.js';
 import { assertBalanced, Ledger } from './ledger.js';
 import { faultScope } from './scope.js';
-import { msg, type ServiceProcess } from './procs.js';
+import { msg, type ServiceProcess } from '../../devkit/processes.js';
 import { ledgerFigures, recordScenario } from './report.js';
 import { decodeJob } from '../../shared/job-payload.js';
 

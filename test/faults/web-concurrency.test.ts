@@ -6,7 +6,7 @@ import { Cluster, until } from './cluster.js';
 import { answerOf, NoAnswer, type HttpAnswer } from './http.js';
 import { assertBalanced, Ledger } from './ledger.js';
 import { faultScope } from './scope.js';
-import { msg, type ServiceProcess } from './procs.js';
+import { msg, type ServiceProcess } from '../../devkit/processes.js';
 import { ledgerFigures, recordScenario } from './report.js';
 
 /**

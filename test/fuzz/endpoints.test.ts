@@ -5,7 +5,7 @@ import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
 import { Cluster, LEDGER_KEY, until } from '../faults/cluster.js';
 import { errorShape, send, type HttpAnswer } from '../faults/http.js';
-import { msg, type ServiceProcess } from '../faults/procs.js';
+import { msg, type ServiceProcess } from '../../devkit/processes.js';
 import { recordFuzz } from '../faults/report.js';
 import { anyJsonValue, applyMutation, recordMutation, responseMutation, text, validRecordBody, validResponseBody } from './arbitraries.js';
 import { recordBodyProblems, responseBodyProblems } from './oracle.js';

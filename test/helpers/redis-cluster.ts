@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { freePort, managed, type ManagedServer } from './services.js';
+import { freePort, managed, type ManagedServer } from '../../devkit/servers.js';
 
 const execFileAsync = promisify(execFile);
 

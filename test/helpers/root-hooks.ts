@@ -1,4 +1,4 @@
-import { startFerretDb, startRedis, type ManagedServer } from './services.js';
+import { startFerretDb, startRedis, type ManagedServer } from '../../devkit/servers.js';
 
 let redis: ManagedServer | undefined;
 let mongo: ManagedServer | undefined;

@@ -2,7 +2,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, managed, type ManagedServer } from './services.js';
+import { freePort, managed, type ManagedServer } from '../../devkit/servers.js';
 
 /** Paths of a throwaway CA and of a server certificate it signed, for 127.0.0.1 and localhost. */
 export interface TestCertificates {

@@ -9,7 +9,7 @@ import { COLLECTIONS, createMongo } from '../../shared/mongo.js';
 import { runKeysCommand } from '../../scripts/keys.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
 import { runCli } from '../helpers/cli.js';
-import { startFerretDb } from '../helpers/services.js';
+import { startFerretDb } from '../../devkit/servers.js';
 import { eventually, recordBody, silentLogger, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
 
 const ADMIN_ENV_KEY = { name: 'ops', secret: 'ops-secret-key-0003' } as const;

@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:net';
 import { DEV_API_KEY_SECRET } from '../../api/dev-key-guard.js';
 import { TEST_KEY, uniqueName } from '../helpers/env.js';
 import { sharedServices } from '../helpers/root-hooks.js';
-import { freePort } from '../helpers/services.js';
+import { freePort } from '../../devkit/servers.js';
 
 interface Run {
   readonly code: number | null;

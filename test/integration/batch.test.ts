@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { createApiKeyAdmin } from '../../shared/api-keys.js';
 import { sharedServices } from '../helpers/root-hooks.js';
 import { OTHER_KEY, testConfig } from '../helpers/env.js';
-import { startRedis, type ManagedServer } from '../helpers/services.js';
+import { startRedis, type ManagedServer } from '../../devkit/servers.js';
 import { eventually, recordBody, records, responses, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
 
 /*

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { createFeedbackClient, FeedbackApiError, type FeedbackClient } from '../../client/index.js';
 import { sharedServices } from '../helpers/root-hooks.js';
 import { testConfig, TEST_KEY } from '../helpers/env.js';
-import { startRedis, type ManagedServer } from '../helpers/services.js';
+import { startRedis, type ManagedServer } from '../../devkit/servers.js';
 import { eventually, recordBody, records, responses, startStack, type Stack } from '../helpers/stack.js';
 
 /*

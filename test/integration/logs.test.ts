@@ -4,7 +4,7 @@ import { createKeyVerifier } from '../../api/key-verifier.js';
 import { loadConfig } from '../../shared/config.js';
 import { createLogger, type Logger } from '../../shared/logger.js';
 import { sharedServices } from '../helpers/root-hooks.js';
-import { startRedis, type ManagedServer } from '../helpers/services.js';
+import { startRedis, type ManagedServer } from '../../devkit/servers.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
 import { eventually, records, startStack, type Stack } from '../helpers/stack.js';
 

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { testConfig } from '../helpers/env.js';
-import { freePort } from '../helpers/services.js';
+import { freePort } from '../../devkit/servers.js';
 import { eventually, recordBody, startStack, type Stack } from '../helpers/stack.js';
 
 /** The value of one sample line (`name{labels} value`) whose labels include all of `labels`. */

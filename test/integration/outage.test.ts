@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { expect } from 'chai';
 import { sharedServices } from '../helpers/root-hooks.js';
 import { testConfig } from '../helpers/env.js';
-import { startFerretDb, startRedis, type ManagedServer } from '../helpers/services.js';
+import { startFerretDb, startRedis, type ManagedServer } from '../../devkit/servers.js';
 import { eventually, recordBody, records, responses, startStack, type Stack } from '../helpers/stack.js';
 
 describe('Redis outage (API answers 503 and recovers without restart)', () => {

@@ -10,7 +10,7 @@ import { CONFIG_VARIABLES } from '../../shared/config.js';
 import { mongoClientOptions } from '../../shared/mongo.js';
 import { applyDockerignore, emulateDockerBuild, type EmulatedStage } from '../helpers/dockerfile.js';
 import { sharedServices } from '../helpers/root-hooks.js';
-import { freePort, type ManagedServer } from '../helpers/services.js';
+import { freePort, type ManagedServer } from '../../devkit/servers.js';
 import { eventually, records, recordBody } from '../helpers/stack.js';
 import { makeTestCertificates, startTlsRedis, type TestCertificates } from '../helpers/tls-redis.js';
 

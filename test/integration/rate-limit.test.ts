@@ -18,7 +18,7 @@ import { createRedis, type RedisClient } from '../../shared/redis.js';
 import { appKeyPrefix } from '../../shared/redis-keys.js';
 import { sharedServices } from '../helpers/root-hooks.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
-import { startRedis, type ManagedServer } from '../helpers/services.js';
+import { startRedis, type ManagedServer } from '../../devkit/servers.js';
 import { eventually, recordBody, silentLogger, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
 
 const OTHER_AUTH = { Authorization: `Bearer ${OTHER_KEY.secret}` } as const;

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
 import { alive, descendants, portAnswers, postmaster, type Proc } from '../helpers/process-tree.js';
-import { freePort } from '../helpers/services.js';
+import { freePort } from '../../devkit/servers.js';
 import { eventually } from '../helpers/stack.js';
 
 /** Variables of the test run that would point the script at other servers. */

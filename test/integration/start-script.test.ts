@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEV_API_KEY_SECRET } from '../../api/dev-key-guard.js';
 import { alive, descendants, portAnswers, postmaster, type Proc } from '../helpers/process-tree.js';
-import { freePort } from '../helpers/services.js';
+import { freePort } from '../../devkit/servers.js';
 import { eventually, recordBody } from '../helpers/stack.js';
 
 /** Variables of the test run that would point the script at other servers or keys. */

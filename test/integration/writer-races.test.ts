@@ -7,7 +7,7 @@ import { JOB_PAYLOAD_VERSION } from '../../shared/job-payload.js';
 import { WRITE_JOB_NAME } from '../../shared/queue.js';
 import { ensureIndexes } from '../../worker/indexes.js';
 import { createFeedbackWriter } from '../../worker/writer.js';
-import { msg, saveLogs, spawnService, type ServiceProcess } from '../faults/procs.js';
+import { msg, saveLogs, spawnService, type ServiceProcess } from '../../devkit/processes.js';
 import { startDelayProxy, type DelayProxy } from '../helpers/delay-proxy.js';
 import { uniqueName } from '../helpers/env.js';
 import { sharedServices } from '../helpers/root-hooks.js';

@@ -5,7 +5,7 @@ import { ensureIndexes } from '../../worker/indexes.js';
 import { createFeedbackWriter, type FeedbackWriter, type WriteResult } from '../../worker/writer.js';
 import { uniqueName } from '../helpers/env.js';
 import { sharedServices } from '../helpers/root-hooks.js';
-import { startFerretDb } from '../helpers/services.js';
+import { startFerretDb } from '../../devkit/servers.js';
 import { OVERSIZE_TEXT } from '../helpers/oversize.js';
 import { eventually, silentLogger } from '../helpers/stack.js';
 import { recordWrite, shuffled, version } from '../helpers/writes.js';

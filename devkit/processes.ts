@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 
 /** The repository root: child processes run from there so that `tsx` and the sources resolve. */
-const ROOT = resolve(import.meta.dirname, '..', '..');
+const ROOT = resolve(import.meta.dirname, '..');
 /** Where logs of child processes are kept after a run (git-ignored). */
 export const ARTIFACTS = join(ROOT, 'test-artifacts');
 

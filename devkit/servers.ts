@@ -115,7 +115,7 @@ export async function startRedis(options: { durable?: boolean; maxmemoryPolicy?:
   return server;
 }
 
-const STORE_SCRIPT = fileURLToPath(new URL('../../scripts/store.sh', import.meta.url));
+const STORE_SCRIPT = fileURLToPath(new URL('../scripts/store.sh', import.meta.url));
 const execFileAsync = promisify(execFile);
 
 let storeDirCache: string | undefined;
