@@ -17,6 +17,7 @@ import type { FeedbackTokens } from './feedback-tokens.js';
 import { FEEDBACK_TOKENS_PATH, postFeedbackToken } from './routes/feedback-tokens.js';
 import { DEAD_LETTERS_PATH, deleteDeadLetter, getDeadLetter, listDeadLetters, retryDeadLetter } from './routes/dead-letters.js';
 import { errorHandler } from './middleware/errors.js';
+import { exactRoutes } from './middleware/exact-routes.js';
 import { jsonBody } from './middleware/json-body.js';
 import { requestId } from './middleware/request-id.js';
 import { requestLog } from './middleware/request-log.js';
@@ -79,12 +80,15 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
   const write = [authenticate(deps.keys), ...limitAndParse];
   const writeGate = [authenticate(deps.keys), ...(deps.rateLimit === undefined ? [] : [deps.rateLimit])];
   const router = new Router<ApiState>();
-  router.post('/feedback-record', ...write, postFeedbackRecord(routeDeps));
-  if (deps.feedbackTokens === undefined) {
-    router.post('/feedback-response', ...write, postFeedbackResponse(routeDeps));
-  } else {
+  const recordRoute = [...write, postFeedbackRecord(routeDeps)];
+  const responseRoute =
+    deps.feedbackTokens === undefined
+      ? [...write, postFeedbackResponse(routeDeps)]
+      : [authenticate(deps.keys, { feedbackTokens: deps.feedbackTokens.tokens }), ...limitAndParse, postFeedbackResponse(routeDeps)];
+  router.post('/feedback-record', ...recordRoute);
+  router.post('/feedback-response', ...responseRoute);
+  if (deps.feedbackTokens !== undefined) {
     const { tokens, maxTtlSeconds } = deps.feedbackTokens;
-    router.post('/feedback-response', authenticate(deps.keys, { feedbackTokens: tokens }), ...limitAndParse, postFeedbackResponse(routeDeps));
     router.post(FEEDBACK_TOKENS_PATH, ...write, postFeedbackToken({ ids: deps.ids, tokens, maxTtlSeconds }));
   }
   router.post(FEEDBACK_BATCH_PATH, ...writeGate, ...jsonBody({ limitBytes: deps.batchRequestMaxBytes }), postFeedbackBatch({ ...routeDeps, maxItems: deps.batchRequestMaxItems }));
@@ -133,6 +137,8 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
     }
     if (ctx.status === 404 && ctx.body == null) throw new AppError('not_found', `no route for ${ctx.method} ${ctx.path}`);
   });
+  // The two write routes, ahead of the router (which keeps them for its 405s).
+  app.use(exactRoutes('POST', { '/feedback-record': recordRoute, '/feedback-response': responseRoute }));
   app.use(router.routes());
   // Below the router: only a request no route matched reaches the dashboard, never a write.
   if (deps.dashboardQueues !== undefined) {
