@@ -128,6 +128,9 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
     app.use(browserCors({ origins: deps.corsOrigins, paths: BROWSER_PATHS, methods: ['POST'] }));
   }
   app.use(errorHandler({ logger: deps.logger, metrics: deps.metrics }));
+  // The two write routes, ahead of the router (which keeps them for its 405s) and of the 404/405
+  // rendering below, which a matched route never needs.
+  app.use(exactRoutes('POST', { '/feedback-record': recordRoute, '/feedback-response': responseRoute }));
   // allowedMethods (non-throwing) sets 405/501 with Allow after the routes ran; turn that, and an
   // unmatched path, into the error shape of the contract.
   app.use(async (ctx, next) => {
@@ -137,8 +140,6 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
     }
     if (ctx.status === 404 && ctx.body == null) throw new AppError('not_found', `no route for ${ctx.method} ${ctx.path}`);
   });
-  // The two write routes, ahead of the router (which keeps them for its 405s).
-  app.use(exactRoutes('POST', { '/feedback-record': recordRoute, '/feedback-response': responseRoute }));
   app.use(router.routes());
   // Below the router: only a request no route matched reaches the dashboard, never a write.
   if (deps.dashboardQueues !== undefined) {
