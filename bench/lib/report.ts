@@ -193,7 +193,8 @@ export function renderMarkdown(res: BenchResult): string {
       } Medians over round${res.cleanRounds.length === 1 ? '' : 's'} ${res.cleanRounds.join(', ')}.`,
   );
   out.push('');
-  out.push('## Designs (medians over the clean rounds)');
+  const scope = allStarved ? `all rounds (${res.cleanRounds.join(', ')}; none was clean: indicative only)` : `the clean rounds (${res.cleanRounds.join(', ')})`;
+  out.push(`## Designs (medians over ${scope})`);
   out.push('');
   out.push('| Design | server CPU µs per accepted write | Redis CPU µs/write | accepted req/s (min–max) | p50 ms | p99 ms | max ms | non-2xx + errors | FerretDB µs/write | worker µs/write | load gen µs/write | server ELU |');
   out.push('|---|---|---|---|---|---|---|---|---|---|---|---|');
@@ -205,7 +206,7 @@ export function renderMarkdown(res: BenchResult): string {
     );
   }
   out.push('');
-  out.push('## Targets (median of per-round ratios)');
+  out.push(`## Targets (median of per-round ratios, over ${scope})`);
   out.push('');
   out.push('| Target | value | target | met |');
   out.push('|---|---|---|---|');
@@ -229,7 +230,7 @@ export function renderMarkdown(res: BenchResult): string {
   out.push('');
   out.push('## Ratios per round');
   out.push('');
-  out.push(`Medians over the clean rounds (${res.cleanRounds.join(', ')}).`);
+  out.push(`Medians over ${scope}.`);
   out.push('');
   out.push(`| Ratio | ${res.rounds.map((r) => `round ${r.round}${(r.starved ?? []).length > 0 ? ' (starved)' : ''}`).join(' | ')} | median |`);
   out.push(`|---|${res.rounds.map(() => '---|').join('')}---|`);
