@@ -17,6 +17,7 @@ import type { FeedbackTokens } from './feedback-tokens.js';
 import { FEEDBACK_TOKENS_PATH, postFeedbackToken } from './routes/feedback-tokens.js';
 import { DEAD_LETTERS_PATH, deleteDeadLetter, getDeadLetter, listDeadLetters, retryDeadLetter } from './routes/dead-letters.js';
 import { errorHandler } from './middleware/errors.js';
+import { exactRoutes } from './middleware/exact-routes.js';
 import { jsonBody } from './middleware/json-body.js';
 import { requestId } from './middleware/request-id.js';
 import { requestLog } from './middleware/request-log.js';
@@ -81,10 +82,14 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
   const router = new Router<ApiState>();
   // Every write kind at its own path, through the one pipeline; a kind a browser may send also
   // takes feedback tokens (when they are configured).
+  const writeRoutes: Record<string, ApiMiddleware[]> = {};
   const mountWrite = (kind: WriteKind<unknown>): void => {
     const tokens = kind.feedbackToken ? deps.feedbackTokens?.tokens : undefined;
     const who = tokens === undefined ? auth : authenticate(deps.keys, { feedbackTokens: tokens });
-    router.post(kind.path, who, ...rateLimit, ...jsonBody({ limitBytes: deps.bodyLimitBytes }), pipeline.one(kind));
+    const chain = [who, ...rateLimit, ...jsonBody({ limitBytes: deps.bodyLimitBytes }), pipeline.one(kind)];
+    writeRoutes[kind.path] = chain;
+    // The router keeps the route too, for its 405 on another method of the same path.
+    router.post(kind.path, ...chain);
   };
   WRITE_KINDS.forEach(mountWrite);
   if (deps.feedbackTokens !== undefined) {
@@ -129,6 +134,9 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
     app.use(browserCors({ origins: deps.corsOrigins, paths: BROWSER_PATHS, methods: ['POST'] }));
   }
   app.use(errorHandler({ logger: deps.logger, metrics: deps.metrics }));
+  // The write kinds' routes, ahead of the router (which keeps them for its 405s) and of the 404/405
+  // rendering below, which a matched route never needs.
+  app.use(exactRoutes('POST', writeRoutes));
   // allowedMethods (non-throwing) sets 405/501 with Allow after the routes ran; turn that, and an
   // unmatched path, into the error shape of the contract.
   app.use(async (ctx, next) => {

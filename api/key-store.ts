@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto';
 import type { Db } from 'mongodb';
 import * as v from 'valibot';
 import { StoredApiKey, type ApiKeyDoc } from '../shared/api-keys.js';
+import { sha256 } from '../shared/digest.js';
 import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import type { AuthenticatedKey, KeyVerifier } from './key-verifier.js';
@@ -56,7 +56,7 @@ export function createKeyStore(options: KeyStoreOptions): KeyStore {
   const reload = createPeriodicReload({ load, refreshMs, logger, what: 'stored API keys', held: () => keys.size });
   return {
     verify(token) {
-      return keys.get(createHash('sha256').update(token, 'utf8').digest('hex'));
+      return keys.get(sha256(token).toString('hex'));
     },
     ...reload,
   };

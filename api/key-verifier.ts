@@ -1,4 +1,5 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
+import { sha256 } from '../shared/digest.js';
 import type { ApiKeyConfig } from '../shared/config.js';
 
 // Key lookup: which key a presented secret is. What a key may do is api/scopes.ts; the
@@ -34,7 +35,7 @@ export function createKeyVerifier(keys: readonly ApiKeyConfig[], options: { admi
   const scoped = keys.map((key) => ({ digest: key.digest, key: Object.freeze({ name: key.name, datasets: null, admin: admins.has(key.name), read: readers.has(key.name) }) }));
   return {
     verify(token) {
-      const digest = createHash('sha256').update(token, 'utf8').digest();
+      const digest = sha256(token);
       let found: AuthenticatedKey | undefined;
       for (const entry of scoped) {
         if (timingSafeEqual(digest, entry.digest) && found === undefined) found = entry.key;

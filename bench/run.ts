@@ -13,7 +13,7 @@ import { runLoad } from './lib/load.js';
 import { parseArgs } from './lib/options.js';
 import { hasWrk, runWrk } from './lib/wrk.js';
 import { killAllSync, spawnProc, stopAll, type Proc } from './lib/procs.js';
-import { fmt, median, renderMarkdown, renderSvg, roundRatios, summarize } from './lib/report.js';
+import { fmt, median, renderMarkdown, renderSvg, roundRatios, starvedIn, summarize } from './lib/report.js';
 import { freePort, startFerretDbServer, startRedisServer, waitForPort } from './lib/services.js';
 import type { BenchResult, BurstResult, Round, ScaleResult, SustainedResult } from './lib/types.js';
 import { checkFatal, connectStore, drainWithin, mixFor, progress, ROOT, SEED_RECORDS, serverOf, setFatal, sleep, STARTED, until, type Ctx } from './lib/runner.js';
@@ -88,7 +88,7 @@ async function main(): Promise<void> {
   const procs: Ctx['procs'] = {
     web: needProject ? spawnNode('web', ['dist/api/main.js'], { ...projectEnv, MONGODB_URI: `${ferret.url}/bench_project`, PORT: String(ports.web) }) : undefined,
     worker: needProject ? spawnWorker(ferret.url) : undefined,
-    web_b: want.has('project_b') ? spawnNode('web_b', ['dist/api/main.js'], { ...projectEnv, ...opts.ab, QUEUE_NAME: 'bench-project-b', MONGODB_URI: `${ferret.url}/bench_project_b`, PORT: String(ports.web_b) }) : undefined,
+    web_b: want.has('project_b') ? spawnNode('web_b', [opts.abDist === undefined ? 'dist/api/main.js' : join(opts.abDist, 'api', 'main.js')], { ...projectEnv, ...opts.ab, QUEUE_NAME: 'bench-project-b', MONGODB_URI: `${ferret.url}/bench_project_b`, PORT: String(ports.web_b) }) : undefined,
     ceiling: want.has('ceiling') ? spawnNode('ceiling', [baselineJs], { ...opts.env, ...plumbing, BENCH_DESIGN: 'ceiling', PORT: String(ports.ceiling), MONGODB_URI: `${ferret.url}/bench_unused` }) : undefined,
     raw_http: want.has('raw_http') ? spawnNode('raw_http', [transpileServer('peers/raw-http.ts')], { ...plumbing, PORT: String(ports.raw_http) }) : undefined,
     textbook: want.has('textbook') ? spawnNode('textbook', [transpileServer('peers/textbook.ts')], { ...plumbing, PORT: String(ports.textbook), QUEUE_NAME: 'bench-textbook' }) : undefined,
@@ -144,11 +144,12 @@ async function main(): Promise<void> {
     redis: `Redis ${/redis_version:(\S+)/.exec(await redisClient.info('server'))?.[1] ?? '?'}`,
     ferretdb: String(((await mongo.db('admin').command({ buildInfo: 1 })) as { ferretdb?: { version?: string } }).ferretdb?.version ?? '?'),
     loadavgAtStart: loadavg().map((x) => x.toFixed(2)).join(' '),
+    store: process.env['BENCH_STORE'] === 'sqlite' ? 'SQLite' : 'PostgreSQL',
   };
   let mixInfo = { recordBodyBytes: 0, responseBodyBytes: 0, meanBodyBytes: 0, recordShare: 0, connections: opts.connections };
 
   const finish = (partial: boolean) => {
-    const { medians, ratios, targets } = summarize(rounds, bursts, sustained);
+    const { medians, cleanRounds, ratios, targets } = summarize(rounds, bursts, sustained);
     const result: BenchResult = {
       startedAt: STARTED.toISOString(),
       finishedAt: new Date().toISOString(),
@@ -164,6 +165,7 @@ async function main(): Promise<void> {
       ...(sustainedSkipped === undefined ? {} : { sustainedSkipped }),
       ...(scale === undefined ? {} : { scale }),
       medians,
+      cleanRounds,
       ratios,
       targets,
       notes: NOTES,
@@ -212,9 +214,10 @@ async function main(): Promise<void> {
       }
     }
 
-    for (let round = 1; round <= opts.rounds; round++) {
+    let clean = 0;
+    for (let round = 1; clean < opts.rounds && round <= opts.maxRounds; round++) {
       const order = opts.designs.map((_, i) => opts.designs[(i + round - 1) % opts.designs.length]!);
-      progress(`round ${round}/${opts.rounds}: ${order.join(' → ')}`);
+      progress(`round ${round} (${clean} of ${opts.rounds} clean so far, at most ${opts.maxRounds}): ${order.join(' → ')}`);
       const r: Round = { round, order, runs: {}, ratios: {} };
       rounds.push(r);
       for (const d of order) {
@@ -223,9 +226,12 @@ async function main(): Promise<void> {
         await ACCEPT_SCENARIOS[d](ctx, round, r);
       }
       r.ratios = roundRatios(r);
+      r.starved = starvedIn(r);
+      if (r.starved.length === 0) clean++;
+      else progress(`round ${round}: ${r.starved.join(', ')} starved (waited for a CPU more than ${opts.starvedWaitPct}% of the run): left out of the medians`);
       const q = r.ratios;
       progress(
-        `round ${round} ratios: accept/ceiling ${fmt(q['accept_vs_ceiling'], 2)}  accept/textbook ${fmt(q['accept_vs_textbook'], 2)}  p99/textbook ${fmt(q['p99_vs_textbook'], 2)}  ` +
+        `round ${round} ratios: CPU/write (d)/(b) ${fmt(q['cpu_vs_textbook'], 2)}  (d)/(r) ${fmt(q['cpu_vs_raw'], 2)}  Redis CPU/write (d)/(b) ${fmt(q['redis_cpu_vs_textbook'], 3)}  (d')/(d) ${fmt(q['ab_cpu_vs_project'], 2)}  accept/ceiling ${fmt(q['accept_vs_ceiling'], 2)}  accept/textbook ${fmt(q['accept_vs_textbook'], 2)}  p99/textbook ${fmt(q['p99_vs_textbook'], 2)}  ` +
           `store/accept ${fmt(q['store_vs_accept'], 2)}  store/raw ${fmt(q['store_vs_raw'], 2)}  redis/payload ${fmt(q['redis_vs_payload'], 2)}  live/ceiling ${fmt(q['live_accept_vs_ceiling'], 2)}`,
       );
     }

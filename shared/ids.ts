@@ -1,9 +1,12 @@
-import { createHash, createHmac, createSecretKey, randomFillSync, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { randomFillSync, timingSafeEqual } from 'node:crypto';
+import { hmacSha256, sha256 } from './digest.js';
 
 const RECORD_PREFIX = 'rec_';
 const RESPONSE_PREFIX = 'rsp_';
 const BODY_BYTES = 16;
 const TAG_BYTES = 9;
+/** What a record id's tag is an HMAC of, before the id's body: keeps the tag apart from any other use of the secret. */
+const TAG_CONTEXT = Buffer.from('record-id\0', 'latin1');
 /** Where in the body the dataset fingerprint sits: after the 6-byte time prefix. */
 const FINGERPRINT_OFFSET = 6;
 const FINGERPRINT_BYTES = 4;
@@ -54,14 +57,20 @@ export interface IdMinter {
  */
 export function createIdMinter(secrets: readonly string[]): IdMinter {
   if (secrets.length === 0) throw new Error('createIdMinter needs at least one secret');
-  // Imported once: an HMAC keyed by a string converts and imports the key on every call.
-  const keys = secrets.map((secret) => createSecretKey(Buffer.from(secret, 'utf8')));
+  // Padded once per secret (shared/digest.ts): an HMAC object per id costs more than the hashing.
+  const keys = secrets.map((secret) => hmacSha256(Buffer.from(secret, 'utf8')));
   const signer = keys[0]!;
-  const tag = (secret: KeyObject, body: Buffer): Buffer =>
-    createHmac('sha256', secret).update('record-id\0').update(body).digest().subarray(0, TAG_BYTES);
+  type Mac = (typeof keys)[number];
+  // The message of a tag, 'record-id\0' + body, rebuilt in place for each id.
+  const tagMessage = Buffer.alloc(TAG_CONTEXT.length + BODY_BYTES);
+  TAG_CONTEXT.copy(tagMessage);
+  const tag = (secret: Mac, body: Buffer): Buffer => {
+    body.copy(tagMessage, TAG_CONTEXT.length);
+    return secret(tagMessage).subarray(0, TAG_BYTES);
+  };
   // Keyed by a secret so that a client cannot compute which fingerprint a dataset has.
-  const fingerprint = (secret: KeyObject, datasetId: string): Buffer =>
-    createHmac('sha256', secret).update('dataset\0').update(datasetId).digest().subarray(0, FINGERPRINT_BYTES);
+  const fingerprint = (secret: Mac, datasetId: string): Buffer =>
+    secret(Buffer.from(`dataset\0${datasetId}`, 'utf8')).subarray(0, FINGERPRINT_BYTES);
   const signerFingerprints = new Map<string, Buffer>();
   const signerFingerprint = (datasetId: string): Buffer => {
     let fp = signerFingerprints.get(datasetId);
@@ -106,7 +115,7 @@ export function createIdMinter(secrets: readonly string[]): IdMinter {
       return encode(body, datasetId);
     },
     recordIdFromSeed(seed, datasetId) {
-      return encode(createHash('sha256').update('record-seed\0').update(seed).digest().subarray(0, BODY_BYTES), datasetId);
+      return encode(sha256(`record-seed\0${seed}`).subarray(0, BODY_BYTES), datasetId);
     },
     isMintedRecordId(id) {
       const decoded = decode(id);
@@ -130,7 +139,7 @@ export function createIdMinter(secrets: readonly string[]): IdMinter {
       return decode(recordId)?.body.readUInt32BE(FINGERPRINT_OFFSET);
     },
     responseId(recordId, userId) {
-      const digest = createHash('sha256').update('response\0').update(recordId).update('\0').update(userId).digest();
+      const digest = sha256(`response\0${recordId}\0${userId}`);
       return RESPONSE_PREFIX + digest.subarray(0, BODY_BYTES).toString('base64url');
     },
   };

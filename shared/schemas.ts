@@ -43,10 +43,26 @@ export function isPlainObject(value: unknown): value is Record<string, unknown> 
 
 type PathItem = v.IssuePathItem;
 
+/** Where a value sits below the checked object: its own step and its parent's (a list built only when a problem is reported). */
+interface PathNode {
+  readonly parent: PathNode | undefined;
+  readonly item: PathItem;
+}
+
+function pathOf(node: PathNode | undefined, last?: PathItem): PathItem[] {
+  const path: PathItem[] = last === undefined ? [] : [last];
+  for (let n = node; n !== undefined; n = n.parent) path.push(n.item);
+  return path.reverse();
+}
+
+/** `{ path }` for an issue at `path`, or nothing for the checked object itself. */
+const issueAt = (path: PathItem[]) => (path.length > 0 ? { path: path as [PathItem, ...PathItem[]] } : {});
+
 /**
  * A JSON object whose keys (at every depth) follow the key-name rules and whose nesting stays
  * within {@link MAX_JSON_DEPTH}. `level` is the nesting level at which the object sits in the
  * request body (the body is level 1). Walks iteratively: a hostile body cannot overflow the stack.
+ * Every key of every body passes through here, so a path is put together only for a problem.
  */
 function jsonObject(level: number) {
   return v.pipe(
@@ -54,37 +70,36 @@ function jsonObject(level: number) {
     v.rawCheck<Record<string, unknown>>(({ dataset, addIssue }) => {
       if (!dataset.typed) return;
       let issues = 0;
-      const stack: { value: unknown; depth: number; path: PathItem[] }[] = [{ value: dataset.value, depth: level, path: [] }];
+      const stack: { value: unknown; depth: number; at: PathNode | undefined }[] = [{ value: dataset.value, depth: level, at: undefined }];
       while (stack.length > 0 && issues < MAX_ISSUES_PER_FIELD) {
-        const { value, depth, path } = stack.pop()!;
+        const { value, depth, at } = stack.pop()!;
         if (depth > MAX_JSON_DEPTH) {
           issues++;
-          addIssue({ message: `nesting must not be deeper than ${MAX_JSON_DEPTH} levels`, ...(path.length > 0 ? { path: path as [PathItem, ...PathItem[]] } : {}) });
+          addIssue({ message: `nesting must not be deeper than ${MAX_JSON_DEPTH} levels`, ...issueAt(pathOf(at)) });
           continue;
         }
         if (Array.isArray(value)) {
           for (let i = value.length - 1; i >= 0; i--) {
-            const item = value[i];
+            const item: unknown = value[i];
             const leaf = leafProblem(item);
             if (leaf !== undefined) {
               issues++;
-              const itemPath: PathItem[] = [...path, { type: 'array', origin: 'value', input: value, key: i, value: item }];
-              addIssue({ message: leaf, path: itemPath as [PathItem, ...PathItem[]] });
+              addIssue({ message: leaf, ...issueAt(pathOf(at, { type: 'array', origin: 'value', input: value, key: i, value: item })) });
             } else if (typeof item === 'object' && item !== null) {
-              stack.push({ value: item, depth: depth + 1, path: [...path, { type: 'array', origin: 'value', input: value, key: i, value: item }] });
+              stack.push({ value: item, depth: depth + 1, at: { parent: at, item: { type: 'array', origin: 'value', input: value, key: i, value: item } } });
             }
           }
         } else if (isPlainObject(value)) {
-          const keys = Object.keys(value);
-          const children: { value: unknown; depth: number; path: PathItem[] }[] = [];
-          for (const key of keys) {
+          const children: { value: unknown; depth: number; at: PathNode | undefined }[] = [];
+          for (const key of Object.keys(value)) {
             const item = value[key];
-            const itemPath: PathItem[] = [...path, { type: 'object', origin: 'value', input: value, key, value: item }];
             const problem = keyNameProblem(key) ?? (isWellFormedText(key) ? leafProblem(item) : 'key must not contain unpaired surrogates (\\ud800-\\udfff)');
             if (problem !== undefined) {
               issues++;
-              addIssue({ message: problem, path: itemPath as [PathItem, ...PathItem[]] });
-            } else if (typeof item === 'object' && item !== null) children.push({ value: item, depth: depth + 1, path: itemPath });
+              addIssue({ message: problem, ...issueAt(pathOf(at, { type: 'object', origin: 'value', input: value, key, value: item })) });
+            } else if (typeof item === 'object' && item !== null) {
+              children.push({ value: item, depth: depth + 1, at: { parent: at, item: { type: 'object', origin: 'value', input: value, key, value: item } } });
+            }
           }
           for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]!);
         }

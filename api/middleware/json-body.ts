@@ -84,7 +84,7 @@ async function readBody(ctx: ApiContext, limitBytes: number): Promise<Buffer> {
  * stay own properties (JSON.parse), reported by validation with their path.
  */
 export function jsonBody(options: { limitBytes: number }): ApiMiddleware[] {
-  const checkType: ApiMiddleware = async (ctx, next) => {
+  const checkType = (ctx: ApiContext): void => {
     const type = ctx.get('Content-Type');
     // What nearly every client sends needs no parsing; anything else is parsed (type-is, content-type).
     if (type !== 'application/json' && type !== 'application/json; charset=utf-8' && type.trim() !== '') {
@@ -97,9 +97,10 @@ export function jsonBody(options: { limitBytes: number }): ApiMiddleware[] {
         throw new AppError('unsupported_media_type', 'the charset must be utf-8 (JSON is UTF-8)');
       }
     }
-    await next();
   };
+  // One middleware, not one per step: each layer of a Koa chain is a promise per request.
   const parse: ApiMiddleware = async (ctx, next) => {
+    checkType(ctx);
     const bytes = await readBody(ctx, options.limitBytes);
     ctx.state.bodyBytes = bytes.length;
     let text: string;
@@ -116,5 +117,5 @@ export function jsonBody(options: { limitBytes: number }): ApiMiddleware[] {
     }
     await next();
   };
-  return [checkType, parse];
+  return [parse];
 }

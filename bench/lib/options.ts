@@ -30,13 +30,25 @@ export interface Options {
   loadgen: 'wrk' | 'autocannon';
   /** Environment of the (d') design: a second project API process, for A/B runs of a setting. */
   ab: Record<string, string>;
+  /** A compiled build (a `dist` directory) that (d') runs instead of `dist/`: A/B runs of a code change. */
+  abDist: string | undefined;
+  /** A run whose server waited for a CPU longer than this share of its wall time, %, is starved. */
+  starvedWaitPct: number;
+  /** Most rounds in all: rounds with a starved design are repeated until `rounds` are clean or this many ran. */
+  maxRounds: number;
 }
 
 const HELP = `usage: npm run bench -- [options]
 
   --quick                 smoke run: 1 round of 3 s, 1 s warm-up, bursts of 5,000 and 2,500,
                           10 s of sustained load
-  --rounds N              rounds of every design (default 3)
+  --rounds N              clean rounds of every design wanted (default 3); a round in which a
+                          design was starved (below) is reported, left out of the medians, and
+                          another round runs, up to --max-rounds in all
+  --max-rounds N          most rounds in all (default 2 × --rounds)
+  --starved-wait-pct P    a design is starved in a round when its server's main thread waited
+                          for a CPU (runnable, not running: /proc/<pid>/schedstat) for more than P%
+                          of the run's wall time (default 20)
   --duration S            seconds of load per design and round (default 10)
   --connections N         concurrent connections (default 100)
   --response-share F      share of /feedback-response requests, 0-1 in steps of 0.1 (default 0.1)
@@ -63,6 +75,9 @@ const HELP = `usage: npm run bench -- [options]
                           queue of its own) with these settings on top of --env (repeatable), in
                           the same rounds as project, e.g. --designs project,project_b
                           --ab BATCH_MAX_IN_FLIGHT=4
+  --ab-dist DIR           design project_b runs DIR/api/main.js (another build of the project,
+                          e.g. a copy of dist/ made before a change) instead of dist/api/main.js:
+                          the A/B of a code change, same rounds, same settings
   --log-level L           LOG_LEVEL of every server (default info; logs go to /dev/null)
   --logs                  keep the servers' stdout in bench/results/tmp/ instead of /dev/null
   --cpu-prof              run the Node servers with --cpu-prof (profiles in bench/results/tmp/)
@@ -88,6 +103,8 @@ const NUMBER_FLAGS: Readonly<Record<string, { key: NumberKey; min: number; max: 
   '--sustained': { key: 'sustainedS', min: 0, max: 3600 },
   '--scale': { key: 'scaleS', min: 0, max: 600 },
   '--max-minutes': { key: 'maxMinutes', min: 1, max: 600 },
+  '--max-rounds': { key: 'maxRounds', min: 1, max: 100, whole: true },
+  '--starved-wait-pct': { key: 'starvedWaitPct', min: 0, max: 100 },
 };
 
 function numberOf(flag: string, value: string | undefined, range: { min: number; max: number }): number {
@@ -129,6 +146,9 @@ export function parseArgs(argv: readonly string[]): Options {
     designs: DESIGNS.filter((d) => d !== 'project_b'),
     loadgen: 'wrk',
     ab: {},
+    abDist: undefined,
+    starvedWaitPct: 20,
+    maxRounds: 0,
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -163,6 +183,12 @@ export function parseArgs(argv: readonly string[]): Options {
         if (!o.designs.includes('project_b')) o.designs = DESIGNS.filter((d) => d === 'project_b' || o.designs.includes(d));
         break;
       }
+      case '--ab-dist': {
+        o.abDist = next();
+        if (o.abDist === undefined) throw new Error('--ab-dist needs a directory');
+        if (!o.designs.includes('project_b')) o.designs = DESIGNS.filter((d) => d === 'project_b' || o.designs.includes(d));
+        break;
+      }
       case '--log-level':
         o.logLevel = next() ?? 'info';
         break;
@@ -184,6 +210,7 @@ export function parseArgs(argv: readonly string[]): Options {
         throw new Error(`unknown option ${a} (see --help)`);
     }
   }
+  o.maxRounds = o.maxRounds === 0 ? o.rounds * 2 : Math.max(o.rounds, o.maxRounds);
   return o;
 }
 

@@ -138,6 +138,20 @@ export function cpuSecondsWithChildren(pid: number): number {
   }
 }
 
+/**
+ * Seconds the process's main thread has spent runnable but waiting for a CPU (the second field
+ * of /proc/<pid>/schedstat, ns), or NaN without schedstats. The JavaScript of a Node server runs
+ * on that thread, so this is how long the server wanted a core and did not get one.
+ */
+export function runQueueSeconds(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/schedstat`, 'utf8').trim().split(/\s+/);
+    return Number(fields[1]) / 1e9;
+  } catch {
+    return Number.NaN;
+  }
+}
+
 /** Resident set size in kB (VmRSS), or NaN. */
 export function rssKb(pid: number): number {
   try {
@@ -182,7 +196,19 @@ function processTable(): Map<number, { ppid: number; cpu: number }> {
  * node:cluster primary with its API processes, a PostgreSQL postmaster with its backends.
  */
 export function treeCpuSeconds(pid: number): number {
+  return treeCpuReader()(pid);
+}
+
+/**
+ * {@link treeCpuSeconds} of any number of processes from one reading of the process table (one
+ * pass over /proc per snapshot, not one per process).
+ */
+export function treeCpuReader(): (pid: number) => number {
   const table = processTable();
+  return (pid) => treeCpuOf(table, pid);
+}
+
+function treeCpuOf(table: Map<number, { ppid: number; cpu: number }>, pid: number): number {
   if (!table.has(pid)) return Number.NaN;
   const children = new Map<number, number[]>();
   for (const [p, { ppid }] of table) children.set(ppid, [...(children.get(ppid) ?? []), p]);

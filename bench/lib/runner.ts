@@ -9,7 +9,7 @@ import type { RecordWrite } from '../../shared/schemas.js';
 import { ensureIndexes } from '../../worker/indexes.js';
 import { buildMix, runLoad, type LoadResult, type LoadRun, type Mix } from './load.js';
 import type { Options } from './options.js';
-import { cpuSeconds, cpuSecondsWithChildren, machineCpu, postmasterPid, treeCpuSeconds, type Proc } from './procs.js';
+import { cpuSeconds, cpuSecondsWithChildren, machineCpu, postmasterPid, runQueueSeconds, treeCpuReader, treeCpuSeconds, type Proc } from './procs.js';
 import { runWrk } from './wrk.js';
 import { scrape, sumOf, type Scrape } from './prom.js';
 import { fmt } from './report.js';
@@ -121,8 +121,13 @@ export const processed = (s: Scrape) => sumOf(s, 'feedback_worker_batch_size_sum
 export const jobsDone = (s: Scrape) => sumOf(s, 'feedback_worker_batch_size_count');
 
 interface CpuSnap {
+  /** CPU seconds so far by role; a server counts with all its processes (a node:cluster primary and its API processes). */
   readonly per: Record<string, number>;
+  /** Seconds each server's main thread has waited for a CPU so far (/proc/<pid>/schedstat). */
+  readonly waits: Record<string, number>;
   readonly machine: { busy: number; total: number };
+  /** Monotonic clock, s. */
+  readonly at: number;
 }
 
 /** CPU seconds of a store: FerretDB, and its PostgreSQL (the postmaster and its backends), where the work is done. */
@@ -132,14 +137,35 @@ function storeCpuSeconds(store: Service): number {
 }
 
 export function cpuSnap(ctx: Ctx): CpuSnap {
+  const tree = treeCpuReader();
   const per: Record<string, number> = { redis: cpuSeconds(ctx.redis.proc.pid), ferretdb: storeCpuSeconds(ctx.ferret), loadgen: cpuSecondsWithChildren(process.pid) };
+  const waits: Record<string, number> = {};
   if (ctx.ferretDirect !== undefined) per['ferretdb_direct'] = storeCpuSeconds(ctx.ferretDirect);
-  for (const [name, p] of Object.entries(ctx.procs)) if (p !== undefined) per[name] = cpuSeconds(p.pid);
-  return { per, machine: machineCpu() };
+  for (const [name, p] of Object.entries(ctx.procs)) {
+    if (p === undefined) continue;
+    per[name] = tree(p.pid);
+    waits[name] = runQueueSeconds(p.pid);
+  }
+  return { per, waits, machine: machineCpu(), at: now() / 1000 };
 }
 
-/** CPU µs per unit of work by role (`server` is the process under test), and the foreign share of the machine, %. */
-export function cpuDiff(a: CpuSnap, b: CpuSnap, serverName: string, units: number, storeName = 'ferretdb'): { perUnit: CpuPerRequest; foreignPct: number; loadgenPct: number } {
+/** What one run cost, from two snapshots around it. */
+export interface CpuUse {
+  /** CPU µs per unit of work by role (`server` is the process under test). */
+  readonly perUnit: CpuPerRequest;
+  /** CPU used by processes outside the benchmark, % of the machine. */
+  readonly foreignPct: number;
+  /** The load generator's CPU (this process and wrk), % of the machine. */
+  readonly loadgenPct: number;
+  /** Cores the server under test used on average (CPU s / wall s). */
+  readonly serverCores: number;
+  /** Share of the wall time the server's main thread was runnable but waited for a CPU, %. */
+  readonly serverWaitPct: number;
+  /** Busy share of the whole machine, %. */
+  readonly machineBusyPct: number;
+}
+
+export function cpuDiff(a: CpuSnap, b: CpuSnap, serverName: string, units: number, storeName = 'ferretdb'): CpuUse {
   const d: Record<string, number> = {};
   let ours = 0;
   for (const k of Object.keys(b.per)) {
@@ -155,7 +181,16 @@ export function cpuDiff(a: CpuSnap, b: CpuSnap, serverName: string, units: numbe
   perUnit['loadgen'] = us(d['loadgen']);
   const busy = b.machine.busy - a.machine.busy;
   const total = b.machine.total - a.machine.total;
-  return { perUnit, foreignPct: total > 0 ? (Math.max(0, busy - ours) / total) * 100 : Number.NaN, loadgenPct: total > 0 ? ((d['loadgen'] ?? 0) / total) * 100 : Number.NaN };
+  const wall = b.at - a.at;
+  const pct = (x: number) => (total > 0 ? (x / total) * 100 : Number.NaN);
+  return {
+    perUnit,
+    foreignPct: pct(Math.max(0, busy - ours)),
+    loadgenPct: pct(d['loadgen'] ?? 0),
+    serverCores: wall > 0 ? (d[serverName] ?? Number.NaN) / wall : Number.NaN,
+    serverWaitPct: wall > 0 ? (((b.waits[serverName] ?? Number.NaN) - (a.waits[serverName] ?? Number.NaN)) / wall) * 100 : Number.NaN,
+    machineBusyPct: pct(busy),
+  };
 }
 
 /** Cumulative event-loop idle and active ms of the server under test (performance.eventLoopUtilization). */
@@ -213,11 +248,16 @@ export async function measure(ctx: Ctx, design: Design, round: number, durationS
     elu,
     loadgenCpuPct: cpu.loadgenPct,
     foreignCpuPct: cpu.foreignPct,
+    serverCores: cpu.serverCores,
+    serverWaitPct: cpu.serverWaitPct,
+    machineBusyPct: cpu.machineBusyPct,
+    starved: cpu.serverWaitPct > ctx.opts.starvedWaitPct,
   };
   const bad = Object.entries(load.statusCodes).filter(([c]) => !c.startsWith('2'));
   progress(
-    `  ${design.padEnd(12)} ${fmt(load.rps).padStart(7)} req/s  p50 ${load.latencyMs.p50.toFixed(1)} ms  p99 ${load.latencyMs.p99.toFixed(1)} ms  max ${load.latencyMs.max.toFixed(0)} ms` +
-      `  server ${fmt(cpu.perUnit['server'])} µs/req  redis ${fmt(cpu.perUnit['redis'])}  ferretdb ${fmt(cpu.perUnit['ferretdb'])}  worker ${fmt(cpu.perUnit['worker'])}  loadgen ${fmt(cpu.perUnit['loadgen'])} (${fmt(cpu.loadgenPct)}% of the machine)  ELU ${fmt(elu, 2)}  foreign ${fmt(cpu.foreignPct)}%` +
+    `  ${design.padEnd(12)} server ${fmt(cpu.perUnit['server'])} µs/write  redis ${fmt(cpu.perUnit['redis'])} µs/write  ${fmt(load.rps).padStart(7)} req/s  p50 ${load.latencyMs.p50.toFixed(1)} ms  p99 ${load.latencyMs.p99.toFixed(1)} ms  max ${load.latencyMs.max.toFixed(0)} ms` +
+      `  ferretdb ${fmt(cpu.perUnit['ferretdb'])}  worker ${fmt(cpu.perUnit['worker'])}  loadgen ${fmt(cpu.perUnit['loadgen'])} µs (${fmt(cpu.loadgenPct)}% of the machine)  ELU ${fmt(elu, 2)}` +
+      `  server ${fmt(cpu.serverCores, 2)} cores, waited for a CPU ${fmt(cpu.serverWaitPct)}% of the run${summary.starved ? ' (STARVED)' : ''}  machine ${fmt(cpu.machineBusyPct)}% busy, foreign ${fmt(cpu.foreignPct)}%` +
       (bad.length > 0 || load.errors > 0 ? `  NON-2XX ${JSON.stringify(Object.fromEntries(bad))} errors ${load.errors}` : ''),
   );
   return { summary, load, mix };

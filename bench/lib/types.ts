@@ -8,7 +8,7 @@ export const DESIGN_LABELS: Readonly<Record<Design, string>> = {
   ceiling: '(a) this app answering without enqueueing',
   direct: '(c) direct: one MongoDB write per request, no queue',
   project: '(d) this project: API, worker paused',
-  project_b: "(d') this project with the --ab settings, no worker",
+  project_b: "(d') this project with the --ab settings (or the --ab-dist build), no worker",
   project_live: '(d) this project: API + worker draining',
 };
 
@@ -46,6 +46,14 @@ export interface RunSummary {
   readonly loadgenCpuPct: number;
   /** Share of the machine's CPU used by processes that are not the benchmark's, %. */
   readonly foreignCpuPct: number;
+  /** Cores the server under test used on average over the run (all its processes). */
+  readonly serverCores: number;
+  /** Share of the run's wall time the server's main thread was runnable but waited for a CPU (/proc/<pid>/schedstat), %. */
+  readonly serverWaitPct: number;
+  /** Busy share of the whole machine over the run, %. */
+  readonly machineBusyPct: number;
+  /** The server waited for a CPU longer than the starvation bound (`--starved-wait-pct`): its round is left out of the medians. */
+  readonly starved: boolean;
 }
 
 export interface RedisMemory {
@@ -110,6 +118,8 @@ export interface Round {
   live?: LiveSummary;
   storeProbe?: StoreProbe;
   ratios: Record<string, number | undefined>;
+  /** Designs starved in this round (see RunSummary.starved); a round with any is left out of every median. */
+  starved?: Design[];
 }
 
 /** One read with the worker's response filter against the project's collection, to show whether it scans. */
@@ -286,6 +296,8 @@ export interface BenchResult {
   /** Absent when skipped (--scale 0). */
   readonly scale?: ScaleResult;
   readonly medians: Partial<Record<Design, DesignMedians>>;
+  /** Rounds the medians are taken over: those in which no design was starved (all rounds when none was clean). */
+  readonly cleanRounds: number[];
   readonly ratios: RatioSummary[];
   readonly targets: Target[];
   readonly notes: string[];

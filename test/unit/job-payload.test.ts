@@ -27,6 +27,14 @@ describe('job payload (shared/job-payload.ts)', () => {
     expect(decodeJob(data)).to.deep.equal({ ok: true, writes });
   });
 
+  it('deflate: a job too long to deflate on the event loop (deflated on the thread pool) round-trips the same', async () => {
+    const writes = Array.from({ length: 400 }, (_, i) => write(i));
+    expect(JSON.stringify(writes).length).to.be.greaterThan(64 * 1024);
+    const data = await encodeJob(writes, 'deflate');
+    expect(data).to.have.property('n', 400);
+    expect(decodeJob(data)).to.deep.equal({ ok: true, writes });
+  });
+
   it('deflate: a job of similar writes takes far less room in Redis than their JSON', async () => {
     const writes = Array.from({ length: 50 }, (_, i) => write(i));
     const packed = JSON.stringify(await encodeJob(writes, 'deflate')).length;
