@@ -54,6 +54,8 @@ interface AppDeps {
   readonly deadLetters?: DeadLetterAdmin;
   /** The queues (one per shard) shown by the bull-board dashboard under `/admin/queues` (admin scope); absent = not mounted. */
   readonly dashboardQueues?: WriteQueues;
+  /** Which shards this process sends writes to (SHARD_REROUTE), shown on the dashboard; absent = all. */
+  readonly shardAnswers?: (index: number) => boolean;
   /**
    * Browser feedback tokens: `POST /feedback-tokens` mints them, `POST /feedback-response` takes
    * them; `maxTtlSeconds` is `FEEDBACK_TOKEN_MAX_TTL_SECONDS`. Absent = neither (the benchmark's servers).
@@ -152,6 +154,7 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
     const keys = deps.keys;
     app.use(createDashboard({
       queues: deps.dashboardQueues,
+      ...(deps.shardAnswers === undefined ? {} : { shardAnswers: deps.shardAnswers }),
       authorize: (token) => {
         const key = keys.verify(token);
         return key === undefined ? 'unknown' : key.admin ? 'admin' : 'forbidden';

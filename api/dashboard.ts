@@ -20,6 +20,17 @@ interface DashboardOptions {
    * key (`'unknown'`).
    */
   readonly authorize: (token: string) => 'admin' | 'forbidden' | 'unknown';
+  /** Whether this API process sends writes to a shard (SHARD_REROUTE); absent = always. */
+  readonly shardAnswers?: (index: number) => boolean;
+}
+
+/**
+ * The description the dashboard shows under a shard's queue: what it holds, and, while this API
+ * process routes writes around it (SHARD_REROUTE), that it does.
+ */
+export function shardDescription(shard: { readonly index: number; readonly prefix: string }, sharded: boolean, answers: boolean): string {
+  const base = sharded ? `writes of shard ${shard.index} (Redis prefix ${shard.prefix}), waiting for the worker` : 'writes accepted by the API, waiting for the worker';
+  return answers ? base : `${base}. NOT ANSWERING: new writes go to the other shards until it answers the probe again`;
 }
 
 const BASIC_RE = /^Basic +([A-Za-z0-9+/=]+) *$/i;
@@ -53,8 +64,10 @@ export function createDashboard(options: DashboardOptions): ApiMiddleware {
       readOnlyMode: false,
       allowRetries: true,
       ...(sharded ? { prefix: `shard-${shard.index}-` } : {}),
-      description: sharded ? `writes of shard ${shard.index} (Redis prefix ${shard.prefix}), waiting for the worker` : 'writes accepted by the API, waiting for the worker',
+      description: shardDescription(shard, sharded, true),
     });
+    // Read on every page load, so that the board shows the shard's health as this process sees it.
+    adapter.getDescription = () => shardDescription(shard, sharded, options.shardAnswers?.(shard.index) ?? true);
     adapter.setFormatter('data', (data: unknown) => {
       const decoded = decodeJob(data);
       return decoded.ok ? { v: (data as { v: number }).v, writes: decoded.writes } : data;

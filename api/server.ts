@@ -134,6 +134,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
       batchRequestMaxBytes: config.batchRequestMaxBytes,
       retryAfterSeconds: config.retryAfterSeconds,
       dashboardQueues: queues,
+      ...(health === undefined ? {} : { shardAnswers: (index: number) => health.healthy(index) }),
       reader: createRecordReader({ db: mongo.db }),
       datasets: { gate: datasetGate, admin: datasetAdmin, registry: datasetStore, reload: () => datasetStore.refresh() },
       deadLetters: createDeadLetterAdmin({ db: mongo.db, queues, compression: config.queueCompression }),

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { createBatchingEnqueuer } from '../../api/enqueuer.js';
 import { createApiMetrics } from '../../api/metrics.js';
 import { createShardHealth } from '../../api/shard-health.js';
+import { shardDescription } from '../../api/dashboard.js';
 import { AppError } from '../../shared/errors.js';
 import { createLogger } from '../../shared/logger.js';
 import { createOrderClock } from '../../shared/order-clock.js';
@@ -142,5 +143,11 @@ describe('shard rerouting (SHARD_REROUTE)', () => {
     expect(h.nextHealthy(0)).to.equal(undefined);
     expect(h.states()).to.deep.equal(['down', 'down', 'down']);
     h.close();
+  });
+
+  it('the dashboard says which shard this process routes around', () => {
+    const shard = { index: 2, prefix: '{fi:2}' };
+    expect(shardDescription(shard, true, true)).to.equal('writes of shard 2 (Redis prefix {fi:2}), waiting for the worker');
+    expect(shardDescription(shard, true, false)).to.match(/^writes of shard 2 .*NOT ANSWERING/);
   });
 });
