@@ -2,7 +2,7 @@
 // own rate for the same final documents, in the same run; and whether the worker's cost per write
 // stays flat as the store grows.
 //
-//   node --import tsx bench/drain.ts [--writes N] [--seed-docs N] [--rounds N] [--quick] [--no-big]
+//   node --import tsx bench/drain.ts [--writes N] [--seed-docs N] [--rounds N] [--job-writes N] [--quick] [--no-big]
 //
 // Per round (alternating): usual mix drain, its raw twin, annotation-heavy drain, its raw twin,
 // plain insertMany of as many documents, and the usual mix drained into the large seeded store.
@@ -31,7 +31,7 @@ const num = (name: string, def: number) => {
   return n;
 };
 if (flag('--help')) {
-  process.stdout.write('usage: node --import tsx bench/drain.ts [--writes N] [--seed-docs N] [--rounds N] [--quick] [--no-big]\n');
+  process.stdout.write('usage: node --import tsx bench/drain.ts [--writes N] [--seed-docs N] [--rounds N] [--job-writes N] [--quick] [--no-big]\n');
   process.exit(0);
 }
 const QUICK = flag('--quick');
@@ -40,6 +40,8 @@ const WRITES = num('--writes', QUICK ? 3_000 : 20_000);
 const SEED_DOCS = num('--seed-docs', QUICK ? 50_000 : 200_000);
 const ROUNDS = Math.max(2, num('--rounds', 2));
 const BIG = !flag('--no-big');
+/** Writes per queued job: the API's jobs hold a few writes under moderate load (issue 21 saw 2.6 on average), up to BATCH_MAX_ITEMS in a burst. */
+const JOB_WRITES_ARG = num('--job-writes', 200);
 /** Documents every drain/raw database starts with: half records, half their first responses. */
 const BASE_DOCS = 10_000;
 
@@ -49,6 +51,7 @@ const outFile = join(outDir, `drain-${stamp}.md`);
 const run: DrainRun = {
   command: `node --import tsx bench/drain.ts ${argv.join(' ')}`.trim(),
   writes: WRITES,
+  jobWrites: JOB_WRITES_ARG,
   seedDocs: SEED_DOCS,
   baseDocs: BASE_DOCS,
   roundsRequested: ROUNDS,
@@ -97,7 +100,7 @@ async function main(): Promise<void> {
       for (const mix of ['usual', 'annotation-heavy'] as const) {
         const burst = buildBurst(WRITES, mix, base.targets);
         let db = await fresh();
-        const d = await drainBurst({ ...target, dbName: db, burst, seed: base });
+        const d = await drainBurst({ ...target, dbName: db, burst, seed: base, jobWrites: JOB_WRITES_ARG });
         progress(`round ${round} ${mix} drain: ${fmt(d.rate)} writes/s in ${fmt(d.seconds, 1)} s, ${d.verified}`);
         await drop(db);
         db = await fresh();
@@ -121,7 +124,7 @@ async function main(): Promise<void> {
         const burst = buildBurst(WRITES, 'usual', big.targets);
         // The large store keeps the earlier rounds' writes: check against what it holds now.
         const before: Seed = { ...big, records: [...big.records, ...new Array<RecordDoc>((round - 1) * burst.newRecords)], responses: [...big.responses, ...new Array<ResponseDoc>((round - 1) * burst.newRecords)] };
-        row.big = await drainBurst({ ...target, dbName: 'drain_big', burst, seed: before });
+        row.big = await drainBurst({ ...target, dbName: 'drain_big', burst, seed: before, jobWrites: JOB_WRITES_ARG });
         progress(`round ${round} usual drain on ${SEED_DOCS} docs: ${fmt(row.big.rate)} writes/s in ${fmt(row.big.seconds, 1)} s, ${row.big.verified}`);
         save(false);
       }

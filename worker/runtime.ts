@@ -11,6 +11,7 @@ import { createShardConsumer, type ShardConsumer } from '../shared/queue.js';
 import { isTransientMongoError, TransientStoreError } from './errors.js';
 import { ensureIndexes } from './indexes.js';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.js';
+import { concurrencyPerShard, createJobSizeAverage } from './concurrency.js';
 import { createWriteProcessor, type JobSummary } from './processor.js';
 import { createFeedbackWriter } from './writer.js';
 
@@ -78,9 +79,13 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
   const pauseQueues = async (ms: number) => {
     await Promise.all(consumers.map((c) => c.queue.rateLimit(ms)));
   };
-  // WORKER_CONCURRENCY is what the process holds in all, spread over the shards (at least one
-  // job each, so that every shard drains); the writer merges the jobs of every shard in hand.
-  const perShard = Math.max(1, Math.ceil(config.workerConcurrency / shards.length));
+  // The process holds about WORKER_WRITES_IN_HAND writes, as many jobs as that takes at their
+  // average size (at most WORKER_CONCURRENCY, at least one per shard, so that every shard
+  // drains); the writer merges the jobs of every shard in hand (worker/concurrency.ts).
+  const limits = { maxJobs: config.workerConcurrency, writesInHand: config.workerWritesInHand, shards: shards.length };
+  // It starts at 16 jobs (the old fixed default) and adapts as jobs finish, so a burst of large jobs never finds it holding hundreds.
+  const jobSize = createJobSizeAverage(config.workerWritesInHand / 16);
+  const perShard = concurrencyPerShard(jobSize.value, limits);
   const consumers = shards.map((shard) => {
     const processor = createWriteProcessor({
       writer,
@@ -104,6 +109,10 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
       void processor.onFailed(job, err);
     });
     consumer.worker.on('error', (err) => logger.warn({ err: err.message, shard: shard.index }, 'worker error'));
+    consumer.worker.on('completed', (_job, summary) => {
+      const next = concurrencyPerShard(jobSize.observe(summary.records + summary.responses + summary.stale + summary.dead_lettered), limits);
+      for (const c of consumers) if (c.worker.concurrency !== next) c.worker.concurrency = next;
+    });
     return consumer;
   });
   const queues = consumers.map((c) => c.queue);

@@ -10,7 +10,6 @@ import type { Monitor } from '../lib/store-monitor.js';
 import { verifyStored } from './worker-drain.js';
 
 /** Updates per bulk command: more, or several bulks at once, stall FerretDB v1 (docs/ARCHITECTURE.md, "FerretDB and leases"). */
-export const RAW_UPDATE_CHUNK = 10;
 
 export interface RawResult {
   readonly seconds: number;
@@ -22,7 +21,7 @@ export interface RawResult {
   readonly verified: string;
 }
 
-/** insertMany of the new documents (batches of 500), then the distinct final updates, 10 per unordered bulkWrite, one at a time. */
+/** insertMany of the new documents (batches of 500), then the distinct final updates in one unordered bulkWrite (the driver splits it at the server's batch limit). */
 export async function rawBurst(mon: Monitor, dbName: string, burst: Burst, seed: Seed): Promise<RawResult> {
   const db = mon.client.db(dbName);
   const records = db.collection<RecordDoc>(COLLECTIONS.records);
@@ -49,7 +48,7 @@ export async function rawBurst(mon: Monitor, dbName: string, burst: Burst, seed:
     await responses.insertMany(responseDocs.slice(i, i + INSERT_BATCH), { ordered: false });
   }
   const inserted = process.hrtime.bigint();
-  for (let i = 0; i < ops.length; i += RAW_UPDATE_CHUNK) await responses.bulkWrite(ops.slice(i, i + RAW_UPDATE_CHUNK), { ordered: false });
+  if (ops.length > 0) await responses.bulkWrite(ops, { ordered: false });
   const ended = process.hrtime.bigint();
   const commands = mon.take();
   const seconds = Number(ended - started) / 1e9;

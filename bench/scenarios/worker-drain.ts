@@ -16,6 +16,7 @@ import { progress } from '../lib/runner.js';
 import type { Monitor } from '../lib/store-monitor.js';
 
 /** Writes per queued job, as the API's group commit closes them at BATCH_MAX_ITEMS. */
+/** Writes per queued job unless `--job-writes` says otherwise (bench/drain.ts). */
 export const JOB_WRITES = 200;
 
 export interface DrainResult {
@@ -35,17 +36,18 @@ export interface DrainResult {
  * that its store commands can be counted) and times until every job has completed, from the call
  * that starts it (its index check included).
  */
-export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon: Monitor; dbName: string; burst: Burst; seed: Seed }): Promise<DrainResult> {
+export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon: Monitor; dbName: string; burst: Burst; seed: Seed; jobWrites?: number }): Promise<DrainResult> {
   const { mon, burst } = spec;
+  const jobWrites = spec.jobWrites ?? JOB_WRITES;
   const queueName = `drain-${randomBytes(4).toString('hex')}`;
-  const config: Config = loadConfig({ REDIS_URL: spec.redisUrl, MONGODB_URI: `${spec.storeUrl}/${spec.dbName}`, QUEUE_NAME: queueName, LOG_LEVEL: 'warn' });
+  const config: Config = loadConfig({ REDIS_URL: spec.redisUrl, MONGODB_URI: `${spec.storeUrl}/${spec.dbName}`, QUEUE_NAME: queueName, LOG_LEVEL: 'warn', ...(process.env['WORKER_CONCURRENCY'] === undefined ? {} : { WORKER_CONCURRENCY: process.env['WORKER_CONCURRENCY'] }) });
   const logger = createLogger({ level: 'warn', name: 'bench-drain-worker', destination: process.stderr });
   const producer = createRedis(config, 'producer', logger);
   // One shard (QUEUE_SHARDS defaults to 1 on one Redis): the worker drains what this queue holds.
   const queue = createWriteQueues(config, producer).shards[0]!.queue;
   let jobs = 0;
-  for (let i = 0; i < burst.writes.length; i += JOB_WRITES) {
-    await queue.add(WRITE_JOB_NAME, await encodeJob(burst.writes.slice(i, i + JOB_WRITES), config.queueCompression));
+  for (let i = 0; i < burst.writes.length; i += jobWrites) {
+    await queue.add(WRITE_JOB_NAME, await encodeJob(burst.writes.slice(i, i + jobWrites), config.queueCompression));
     jobs++;
   }
 

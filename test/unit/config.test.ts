@@ -64,7 +64,9 @@ describe('loadConfig (shared/config.ts)', () => {
       expect(config.enqueueMaxPendingWrites).to.equal(20_000);
       expect(config.enqueueMaxPendingBytes).to.equal(64 * 1024 * 1024);
       expect(config.batchMaxBytes).to.equal(4 * 1024 * 1024);
-      expect(config.workerConcurrency).to.equal(16);
+      // The worker holds about WORKER_WRITES_IN_HAND writes: at most 256 small jobs, few large ones (worker/concurrency.ts).
+      expect(config.workerConcurrency).to.equal(256);
+      expect(config.workerWritesInHand).to.equal(4000);
     });
 
     it('reads each of those settings from its variable', () => {
