@@ -150,6 +150,8 @@ documentdb.enableSchemaValidation = true
 documentdb.enableBypassDocumentValidation = true
 documentdb.enableUserCrud = true
 documentdb.maxUserLimit = 100
+# FerretDB opens a PostgreSQL connection per client command in flight: room for a few hundred.
+max_connections = 300
 EOF
 }
 

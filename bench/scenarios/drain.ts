@@ -8,6 +8,13 @@ import { fmt } from '../lib/report.js';
 import type { RawSummary, Round } from '../lib/types.js';
 import { cpuDiff, cpuSnap, drainWithin, jobsDone, now, processed, progress, workerScrape, type Ctx } from '../lib/runner.js';
 
+/**
+ * insertMany commands the raw twin keeps in flight: the worker's jobs in hand (WORKER_CONCURRENCY,
+ * up to 256) share one store round at a time, so its store sees few commands at once; hundreds of
+ * parallel commands would exceed the stand-in's PostgreSQL connections instead of measuring it.
+ */
+const RAW_CONCURRENCY = 16;
+
 /** Resumes the paused project queue and times the worker until it is empty (`r.drain`); returns the mean job size. */
 export async function drainPaused(ctx: Ctx, r: Round, accepted: number, jobs: number): Promise<number> {
   const w0 = await workerScrape(ctx);
@@ -35,7 +42,7 @@ export async function drainPaused(ctx: Ctx, r: Round, accepted: number, jobs: nu
 /** Raw insertMany of the sample write, in batches of the mean job size, right after the drain. */
 export async function rawInsertMany(ctx: Ctx, meanJobSize: number | undefined, mix: Mix): Promise<RawSummary | undefined> {
   if (ctx.sampleWrite === undefined) return undefined;
-  const raw = await rawInsertManyRate(ctx.rawDb, ctx.sampleWrite, { batch: meanJobSize ?? 100, concurrency: ctx.workerConcurrency, seconds: ctx.opts.rawS, recordShare: mix.recordShare });
+  const raw = await rawInsertManyRate(ctx.rawDb, ctx.sampleWrite, { batch: meanJobSize ?? 100, concurrency: Math.min(ctx.workerConcurrency, RAW_CONCURRENCY), seconds: ctx.opts.rawS, recordShare: mix.recordShare });
   progress(`  raw insertMany: ${fmt(raw.rate)} writes/s (batches of ${raw.batch}, ${raw.concurrency} at a time)`);
   return raw;
 }
