@@ -110,7 +110,12 @@ interface Item {
   readonly write: Write;
   readonly bytes: number;
   readonly remint: (() => Write) | undefined;
+  /** How often it was sent again after its shard refused it (bounded by MAX_MOVES). */
+  readonly moves: number;
 }
+
+/** Times a refused job's writes are sent again elsewhere before the caller gets 503 (every shard refusing). */
+const MAX_MOVES = 2;
 
 /** Redis refused the command before running it: the cluster has no master for the slot now. */
 const REFUSED = /CLUSTERDOWN|TRYAGAIN/;
@@ -157,7 +162,9 @@ export function createBatchingEnqueuer(options: EnqueuerOptions): Enqueuer {
         // Writes still waiting for this shard leave for a healthy one; and a job that was never
         // queued goes there too when each of its writes may move.
         moveWaiting(shard.shard.index);
-        if (notQueued && batch.every(movable)) return Promise.all(batch.map((item) => send(item, Date.now() + options.timeoutMs)));
+        if (notQueued && batch.every((item) => movable(item) && item.moves < MAX_MOVES) && health.nextHealthy(shard.shard.index) !== undefined) {
+          return Promise.all(batch.map((item) => send({ ...item, moves: item.moves + 1 }, Date.now() + options.timeoutMs)));
+        }
       }
       if (notQueued) throw unavailable(`${NOT_QUEUED_MESSAGE}; retry later`, err);
       throw unavailable(OUTCOME_UNKNOWN_MESSAGE, err);
@@ -232,7 +239,7 @@ export function createBatchingEnqueuer(options: EnqueuerOptions): Enqueuer {
           new AppError('overloaded', 'this API process holds too many writes waiting for Redis; retry later', { headers: { 'Retry-After': String(overloadedRetryAfterSeconds(retryAfterSeconds)) } }),
         );
       }
-      return send({ write: { ...write, seq: clock.next() }, bytes, remint: opts.remint }, Date.now() + options.timeoutMs);
+      return send({ write: { ...write, seq: clock.next() }, bytes, remint: opts.remint, moves: 0 }, Date.now() + options.timeoutMs);
     },
     drain: async () => {
       await Promise.all(perShard.map((jobs) => jobs.drain()));

@@ -31,10 +31,12 @@ type Behaviour = 'ok' | 'refuse' | 'hang';
 function shardQueues(n: number) {
   const behaviour: Behaviour[] = Array.from({ length: n }, () => 'ok');
   const jobs: Write[][][] = Array.from({ length: n }, () => []);
+  const adds: number[] = Array.from({ length: n }, () => 0);
   const shards = Array.from({ length: n }, (_, index) => ({
     shard: { index, prefix: `s${index}`, label: `s${index}`, slotKey: `s${index}:q:id` },
     queue: {
       async add(_name: string, data: { writes: Write[] }) {
+        adds[index]!++;
         if (behaviour[index] === 'refuse') throw new Error('CLUSTERDOWN The cluster is down');
         if (behaviour[index] === 'hang') await new Promise(() => undefined);
         jobs[index]!.push(data.writes);
@@ -44,7 +46,7 @@ function shardQueues(n: number) {
   }));
   const shardOfId = (id: string) => Number(id.slice(1, 2)) % n;
   const queues = { shards, forRecord: (id: string) => shards[shardOfId(id)]! } as unknown as WriteQueues;
-  return { queues, behaviour, jobs };
+  return { queues, behaviour, jobs, adds };
 }
 
 function setUp(n: number, options: { reroute?: boolean; probe?: () => Promise<boolean> } = {}) {
@@ -101,6 +103,14 @@ describe('shard rerouting (SHARD_REROUTE)', () => {
     t.behaviour[0] = 'refuse';
     expect(await codeOf(t.enqueuer.enqueue(record('r0-a'), 10, { remint: () => record('r1-x') }))).to.equal('queue_unavailable');
     expect(await codeOf(t.enqueuer.enqueue(response('r0-a', 1), 10))).to.equal('queue_unavailable');
+    t.health.close();
+  });
+
+  it('when every shard refuses, a write is answered 503 after a bounded number of moves (no loop)', async () => {
+    const t = setUp(3);
+    t.behaviour.fill('refuse');
+    expect(await codeOf(t.enqueuer.enqueue(response('r0-a', 1), 10))).to.equal('queue_unavailable');
+    expect(t.adds.reduce((a, b) => a + b, 0)).to.be.within(1, 3);
     t.health.close();
   });
 
