@@ -1,6 +1,8 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { execFileSync, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
+import { freePort } from '../../devkit/servers.js';
 
 // What a start script left running, read from /proc: for the tests of npm start and npm run services.
 
@@ -73,4 +75,46 @@ export function portAnswers(port: number): Promise<boolean> {
     });
     socket.once('error', () => resolve(false));
   });
+}
+
+/** What one run of a project script (`npm start`, `npm run services`) may leave behind. */
+export interface ScriptRun {
+  /** The npm process, started `detached`: its process group is killed. */
+  readonly child: ChildProcess | undefined;
+  /** LOCAL_RUN_DIR of the run: its private PostgreSQL is stopped and the directory removed. */
+  readonly runDir: string | undefined;
+  /** Processes the run started, killed if still alive. */
+  readonly seen: readonly Proc[];
+}
+
+/** Whatever a failed case of a script test left: the npm process group, what it started, the cluster. */
+export function cleanUpScriptRun(run: ScriptRun): void {
+  const { child, runDir, seen } = run;
+  if (child?.pid !== undefined && child.exitCode === null && child.signalCode === null) {
+    try {
+      process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
+  for (const proc of seen) if (alive(proc)) process.kill(proc.pid, 'SIGKILL');
+  if (runDir !== undefined) {
+    if (existsSync(join(runDir, 'postgres', 'postmaster.pid'))) {
+      execFileSync('bash', ['scripts/store.sh', 'pg-stop', join(runDir, 'postgres')], { stdio: 'ignore', timeout: 60_000 });
+    }
+    rmSync(runDir, { recursive: true, force: true });
+  }
+}
+
+/** A free port for each name, no two the same. */
+export async function distinctFreePorts<K extends string>(names: readonly K[]): Promise<Record<K, number>> {
+  const ports = {} as Record<K, number>;
+  const taken = new Set<number>();
+  for (const name of names) {
+    let port = await freePort();
+    while (taken.has(port)) port = await freePort();
+    taken.add(port);
+    ports[name] = port;
+  }
+  return ports;
 }

@@ -1,12 +1,11 @@
 import { expect } from 'chai';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
-import { alive, descendants, portAnswers, postmaster, type Proc } from '../helpers/process-tree.js';
-import { freePort } from '../../devkit/servers.js';
+import { alive, cleanUpScriptRun, descendants, distinctFreePorts, portAnswers, postmaster, type Proc } from '../helpers/process-tree.js';
 import { eventually } from '../helpers/stack.js';
 
 /** Variables of the test run that would point the script at other servers. */
@@ -25,20 +24,7 @@ describe('npm run services (scripts/services.sh)', function () {
   let seen: Proc[] = [];
 
   afterEach(() => {
-    if (child?.pid !== undefined && child.exitCode === null && child.signalCode === null) {
-      try {
-        process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        // gone
-      }
-    }
-    for (const proc of seen) if (alive(proc)) process.kill(proc.pid, 'SIGKILL');
-    if (runDir !== undefined) {
-      if (existsSync(join(runDir, 'postgres', 'postmaster.pid'))) {
-        execFileSync('bash', ['scripts/store.sh', 'pg-stop', join(runDir, 'postgres')], { stdio: 'ignore', timeout: 60_000 });
-      }
-      rmSync(runDir, { recursive: true, force: true });
-    }
+    cleanUpScriptRun({ child, runDir, seen });
     child = undefined;
     runDir = undefined;
     seen = [];
@@ -49,14 +35,7 @@ describe('npm run services (scripts/services.sh)', function () {
     { signal: 'SIGTERM', exitCode: 143 },
   ] as const) {
     it(`prints REDIS_URL and MONGODB_URI of servers that serve on the LOCAL_* ports; ${signal} to the npm process stops them and it exits by ${signal}`, async () => {
-      const ports = { LOCAL_REDIS_PORT: 0, LOCAL_MONGODB_PORT: 0, LOCAL_POSTGRES_PORT: 0, LOCAL_FERRETDB_DEBUG_PORT: 0 };
-      const taken = new Set<number>();
-      for (const name of Object.keys(ports) as (keyof typeof ports)[]) {
-        let port = await freePort();
-        while (taken.has(port)) port = await freePort();
-        taken.add(port);
-        ports[name] = port;
-      }
+      const ports = await distinctFreePorts(['LOCAL_REDIS_PORT', 'LOCAL_MONGODB_PORT', 'LOCAL_POSTGRES_PORT', 'LOCAL_FERRETDB_DEBUG_PORT'] as const);
       runDir = mkdtempSync(join(tmpdir(), 'fi-services-'));
       // As root the private PostgreSQL runs as an unprivileged user, which must traverse this directory.
       chmodSync(runDir, 0o711);

@@ -1,11 +1,10 @@
 import { expect } from 'chai';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEV_API_KEY_SECRET } from '../../api/dev-key-guard.js';
-import { alive, descendants, portAnswers, postmaster, type Proc } from '../helpers/process-tree.js';
-import { freePort } from '../../devkit/servers.js';
+import { alive, cleanUpScriptRun, descendants, distinctFreePorts, portAnswers, postmaster, type Proc } from '../helpers/process-tree.js';
 import { eventually, recordBody } from '../helpers/stack.js';
 
 /** Variables of the test run that would point the script at other servers or keys. */
@@ -23,22 +22,8 @@ describe('npm start (scripts/start.sh)', function () {
   let runDir: string | undefined;
   let seen: Proc[] = [];
 
-  afterEach(async () => {
-    // Whatever a failed case left: the process group of npm, what it started, the cluster.
-    if (child?.pid !== undefined && child.exitCode === null && child.signalCode === null) {
-      try {
-        process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        // gone
-      }
-    }
-    for (const proc of seen) if (alive(proc)) process.kill(proc.pid, 'SIGKILL');
-    if (runDir !== undefined) {
-      if (existsSync(join(runDir, 'postgres', 'postmaster.pid'))) {
-        execFileSync('bash', ['scripts/store.sh', 'pg-stop', join(runDir, 'postgres')], { stdio: 'ignore', timeout: 60_000 });
-      }
-      rmSync(runDir, { recursive: true, force: true });
-    }
+  afterEach(() => {
+    cleanUpScriptRun({ child, runDir, seen });
     child = undefined;
     runDir = undefined;
     seen = [];
@@ -49,14 +34,7 @@ describe('npm start (scripts/start.sh)', function () {
     { signal: 'SIGINT', exitCode: 130 },
   ] as const) {
     it(`${signal} to the npm process alone stops everything it started (FerretDB v2 and its PostgreSQL), frees every port and exits`, async () => {
-      const ports = { PORT: 0, LOCAL_REDIS_PORT: 0, LOCAL_MONGODB_PORT: 0, LOCAL_POSTGRES_PORT: 0, LOCAL_FERRETDB_DEBUG_PORT: 0 };
-      const taken = new Set<number>();
-      for (const name of Object.keys(ports) as (keyof typeof ports)[]) {
-        let port = await freePort();
-        while (taken.has(port)) port = await freePort();
-        taken.add(port);
-        ports[name] = port;
-      }
+      const ports = await distinctFreePorts(['PORT', 'LOCAL_REDIS_PORT', 'LOCAL_MONGODB_PORT', 'LOCAL_POSTGRES_PORT', 'LOCAL_FERRETDB_DEBUG_PORT'] as const);
       runDir = mkdtempSync(join(tmpdir(), 'fi-start-'));
       // As root the private PostgreSQL runs as an unprivileged user, which must traverse this directory.
       chmodSync(runDir, 0o711);
