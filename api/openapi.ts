@@ -7,8 +7,8 @@ import type { ErrorCode } from '../shared/errors.js';
 import { BatchResponseToNewRecord, DatasetId, FeedbackRecordBody, feedbackBatchBody, FeedbackResponseBody, FeedbackTokenBody } from '../shared/schemas.js';
 import { IDEMPOTENCY_KEY_RE } from './idempotency.js';
 import { buildOpenApiDocument, type OpenApiDocument, type OperationSpec, type Paths } from './openapi-build.js';
-import { AgreementQuery, DatasetIdParam, RecordListQuery } from './read-query.js';
-import { UPDATED_SINCE_MAX_RECORDS } from './reads.js';
+import { AgreementQuery, DatasetIdParam, EXPORT_QUERY_DOC, RECORD_LIST_QUERY_DOC } from './read-query.js';
+import { FILTER_SCAN_MAX_RECORDS, UPDATED_SINCE_MAX_RECORDS } from './reads.js';
 import { DatasetSchemas, DeadLetterPurged, FeedbackTokenAnswer, HealthBody, ReadinessBody } from './answers.js';
 import { BATCH_STATUS, FEEDBACK_BATCH_PATH } from './write-pipeline.js';
 import { WRITE_KINDS, type WriteKind } from './write-kinds.js';
@@ -128,10 +128,11 @@ const paths = (batchRequestMaxItems: number, batchBody: v.GenericSchema): Paths 
       summary: "A page of a dataset's records, ordered by (created_at, _id)",
       description:
         'Read scope for the dataset (or admin). Follow `next_cursor` until it is null: a record stored before paging began is returned exactly once, whatever is written meanwhile. ' +
-        `\`updated_since\`: records whose own \`updated_at\` or one of whose responses' \`updated_at\` is at or after it; at most ${UPDATED_SINCE_MAX_RECORDS} records touched by responses since then (else 400 \`validation_failed\`).`,
+        `\`updated_since\`: records whose own \`updated_at\` or one of whose responses' \`updated_at\` is at or after it; at most ${UPDATED_SINCE_MAX_RECORDS} records touched by responses since then (else 400 \`validation_failed\`). ` +
+        `Filters (\`status\`, \`user_id\`, \`response_status\`, \`metadata.<key>\`) are ANDed and must be repeated with every cursor. With \`user_id\` or \`response_status\` a page looks at most ${FILTER_SCAN_MAX_RECORDS} records: it may then hold fewer than \`limit\` items, even none, with a \`next_cursor\` to go on.`,
       access: 'read',
       path: READ_DATASET_ID,
-      query: RecordListQuery.pipe[0],
+      query: RECORD_LIST_QUERY_DOC,
       codes: ['validation_failed'],
       answers: { 200: { description: 'One page.', json: RecordPage } },
     },
@@ -140,9 +141,10 @@ const paths = (batchRequestMaxItems: number, batchBody: v.GenericSchema): Paths 
     get: {
       operationId: 'exportDataset',
       summary: 'The whole dataset as NDJSON, one record with its responses per line',
-      description: 'Read scope for the dataset (or admin). Streamed as the client reads; no guaranteed order; every record stored before the export began appears once. A failure after the first line cuts the connection.',
+      description: 'Read scope for the dataset (or admin). Streamed as the client reads; no guaranteed order; every record stored before the export began appears once. A failure after the first line cuts the connection. Takes the filters of `/records`.',
       access: 'read',
       path: READ_DATASET_ID,
+      query: EXPORT_QUERY_DOC,
       codes: ['validation_failed'],
       answers: { 200: { description: 'NDJSON: each line a `RecordView` with its responses.', media: 'application/x-ndjson' } },
     },

@@ -9,9 +9,10 @@ export function parseBody<S extends v.GenericSchema>(schema: S, input: unknown):
 
 /**
  * The query string checked against `schema` (a strict object of strings: an unknown parameter is
- * a 400, as is a repeated one), or a 400 `validation_failed` whose paths start with `query.`.
+ * a 400, as is a repeated one; grouped parameters such as `metadata.<key>` come as an object), or a
+ * 400 `validation_failed` whose paths start with `query.`.
  */
-export function parseQuery<S extends v.GenericSchema>(schema: S, query: Readonly<Record<string, string | string[] | undefined>>): v.InferOutput<S> {
+export function parseQuery<S extends v.GenericSchema>(schema: S, query: Readonly<Record<string, unknown>>): v.InferOutput<S> {
   const input: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(query)) input[name] = value;
   return parseInput(schema, input, 'query.');

@@ -2,6 +2,7 @@ import * as v from 'valibot';
 import { decodeCursorText, encodeCursorText } from '../shared/cursor-text.js';
 import { AGREEMENT_LEVELS } from '../shared/agreement.js';
 import { DatasetId, keyNameProblem, queryLimit } from '../shared/schemas.js';
+import { FILTER_ENTRIES, filterDigest, MetadataFilters, METADATA_PARAM_PREFIX, splitMetadataParams, type RecordFilters } from './record-filters.js';
 
 /** Most records one page of `GET /datasets/{id}/records` returns; the default is {@link DEFAULT_PAGE_LIMIT}. */
 export const MAX_PAGE_LIMIT = 500;
@@ -43,63 +44,92 @@ export interface PageCursor {
   readonly updatedSinceMs: number | null;
   /** The dataset the page belongs to (undefined in cursors of version 1, which did not say). */
   readonly datasetId?: string | undefined;
+  /** {@link filterDigest} of the query's filters; null without filters (and in cursors of versions 1 and 2). */
+  readonly filterDigest?: string | null | undefined;
 }
 
-/** Version 2 names the dataset: a cursor of one dataset is refused on another. Version 1 is still read. */
-const CURSOR_VERSION = 2;
+/**
+ * Version 2 names the dataset: a cursor of one dataset is refused on another. Version 3 adds the
+ * digest of the filters, so that a cursor is refused with other filters. Versions 1 and 2 are
+ * still read (as unfiltered).
+ */
+const CURSOR_VERSION = 3;
 
 /**
  * Opaque to clients (base64url of a small JSON array), not signed: a tampered cursor only moves
  * the position inside a dataset the key may read anyway.
  */
 export function encodeCursor(cursor: PageCursor): string {
-  return encodeCursorText([CURSOR_VERSION, cursor.order === 'newest' ? 'n' : 'o', cursor.createdAtMs, cursor.id, cursor.updatedSinceMs, cursor.datasetId]);
+  return encodeCursorText([CURSOR_VERSION, cursor.order === 'newest' ? 'n' : 'o', cursor.createdAtMs, cursor.id, cursor.updatedSinceMs, cursor.datasetId, cursor.filterDigest ?? null]);
 }
 
 export function decodeCursor(text: string): PageCursor | undefined {
   const parsed = decodeCursorText(text);
   if (parsed === undefined) return undefined;
-  const [version, order, createdAtMs, id, updatedSinceMs, datasetId] = parsed as unknown[];
-  if (!((version === 1 && parsed.length === 5) || (version === CURSOR_VERSION && parsed.length === 6 && typeof datasetId === 'string'))) return undefined;
+  const [version, order, createdAtMs, id, updatedSinceMs, datasetId, digest] = parsed as unknown[];
+  const named = typeof datasetId === 'string';
+  if (!((version === 1 && parsed.length === 5) || (version === 2 && parsed.length === 6 && named) || (version === CURSOR_VERSION && parsed.length === 7 && named && (digest === null || typeof digest === 'string')))) return undefined;
   if (order !== 'n' && order !== 'o') return undefined;
   if (typeof createdAtMs !== 'number' || !Number.isSafeInteger(createdAtMs)) return undefined;
   if (typeof id !== 'string' || id.length === 0 || id.length > 200) return undefined;
   if (updatedSinceMs !== null && (typeof updatedSinceMs !== 'number' || !Number.isSafeInteger(updatedSinceMs))) return undefined;
-  return { order: order === 'n' ? 'newest' : 'oldest', createdAtMs, id, updatedSinceMs, datasetId: typeof datasetId === 'string' ? datasetId : undefined };
+  return { order: order === 'n' ? 'newest' : 'oldest', createdAtMs, id, updatedSinceMs, datasetId: named ? datasetId : undefined, filterDigest: typeof digest === 'string' ? digest : null };
 }
 
 /**
  * The query string of `GET /datasets/{dataset_id}/records`, as strings. `order` (newest | oldest,
  * default newest), `limit` (1-500, default 50), `updated_since` (ISO 8601 with offset),
  * `responses` (true | false, default true), `cursor` (the `next_cursor` of the previous page,
- * which carries `order` and `updated_since`: repeating them is allowed, changing them is not).
+ * which carries `order` and `updated_since`: repeating them is allowed, changing them is not),
+ * and the filters of api/record-filters.ts (not carried: repeated with every page, other filters
+ * with a cursor are refused).
  */
+const RECORD_LIST_ENTRIES = {
+  order: v.exactOptional(v.pipe(v.picklist(RECORD_ORDERS, 'must be one of newest, oldest'), v.metadata({ default: 'newest' }))),
+  limit: queryLimit(MAX_PAGE_LIMIT, DEFAULT_PAGE_LIMIT),
+  updated_since: v.exactOptional(
+    v.pipe(
+      v.string('must be an ISO 8601 time'),
+      v.regex(ISO_TIME_RE, 'must be an ISO 8601 time with an offset, e.g. 2026-11-23T21:00:00Z'),
+      v.description('ISO 8601 date-time with an offset (`Z` or `±hh:mm`) that exists (no 2026-02-30, no 24:00).'),
+      v.transform(parseIsoTime),
+      v.check((ms) => ms !== undefined, 'must be a time that exists (a valid day of the month, hours 00-23, minutes and seconds 00-59)'),
+      v.transform((ms) => ms!),
+    ),
+  ),
+  responses: v.exactOptional(
+    v.pipe(v.picklist(['true', 'false'], 'must be true or false'), v.description("Include each record's responses."), v.metadata({ default: 'true' }), v.transform((s) => s === 'true')),
+  ),
+  cursor: v.exactOptional(
+    v.pipe(
+      v.string('must be a cursor this service returned'),
+      v.description('The `next_cursor` of the previous page; it carries `order` and `updated_since` (changing them is 400). Filters are not carried: repeat them (other filters are 400).'),
+      v.transform((s) => decodeCursor(s)),
+      v.check((c) => c !== undefined, 'is not a cursor this service returned'),
+    ),
+  ),
+  ...FILTER_ENTRIES,
+};
+
+/** `metadata.<key>` filters, grouped under `metadata` by {@link groupMetadataParams}. */
+const METADATA_ENTRY = { metadata: v.exactOptional(MetadataFilters) };
+
+/**
+ * The query string with its `metadata.<key>` parameters grouped into one `metadata` object, as
+ * {@link RecordListQuery} and {@link ExportQuery} take it (a 400 then names `query.metadata.<key>`).
+ */
+export function groupMetadataParams<T>(query: Readonly<Record<string, T>>): Record<string, T | Record<string, T>> {
+  const { metadata, rest } = splitMetadataParams(query);
+  return Object.keys(metadata).length === 0 ? rest : { ...rest, metadata };
+}
+
+/** The filters of a parsed query, in the shape the reader takes. */
+export function toFilters(query: { status?: RecordFilters['status']; user_id?: string; response_status?: RecordFilters['responseStatus']; metadata?: Record<string, string> }): RecordFilters {
+  return { status: query.status, userId: query.user_id, responseStatus: query.response_status, metadata: query.metadata ?? {} };
+}
+
 export const RecordListQuery = v.pipe(
-  v.strictObject({
-    order: v.exactOptional(v.pipe(v.picklist(RECORD_ORDERS, 'must be one of newest, oldest'), v.metadata({ default: 'newest' }))),
-    limit: queryLimit(MAX_PAGE_LIMIT, DEFAULT_PAGE_LIMIT),
-    updated_since: v.exactOptional(
-      v.pipe(
-        v.string('must be an ISO 8601 time'),
-        v.regex(ISO_TIME_RE, 'must be an ISO 8601 time with an offset, e.g. 2026-11-23T21:00:00Z'),
-        v.description('ISO 8601 date-time with an offset (`Z` or `±hh:mm`) that exists (no 2026-02-30, no 24:00).'),
-        v.transform(parseIsoTime),
-        v.check((ms) => ms !== undefined, 'must be a time that exists (a valid day of the month, hours 00-23, minutes and seconds 00-59)'),
-        v.transform((ms) => ms!),
-      ),
-    ),
-    responses: v.exactOptional(
-      v.pipe(v.picklist(['true', 'false'], 'must be true or false'), v.description("Include each record's responses."), v.metadata({ default: 'true' }), v.transform((s) => s === 'true')),
-    ),
-    cursor: v.exactOptional(
-      v.pipe(
-        v.string('must be a cursor this service returned'),
-        v.description('The `next_cursor` of the previous page; it carries `order` and `updated_since` (changing them is 400).'),
-        v.transform((s) => decodeCursor(s)),
-        v.check((c) => c !== undefined, 'is not a cursor this service returned'),
-      ),
-    ),
-  }),
+  v.strictObject({ ...RECORD_LIST_ENTRIES, ...METADATA_ENTRY }),
   v.forward(
     v.check(
       (q) => q.cursor === undefined || ((q.order === undefined || q.order === q.cursor.order) && (q.updated_since === undefined || q.updated_since === q.cursor.updatedSinceMs)),
@@ -107,10 +137,22 @@ export const RecordListQuery = v.pipe(
     ),
     ['cursor'],
   ),
+  v.forward(
+    v.check((q) => q.cursor === undefined || (q.cursor.filterDigest ?? null) === filterDigest(toFilters(q)), 'belongs to other filters than this query: repeat the filters of the first page with every cursor'),
+    ['cursor'],
+  ),
 );
 
-/** The query string of `GET /datasets/{dataset_id}/export`: none (an unknown parameter is a 400, as on `/records`). */
-export const ExportQuery = v.strictObject({});
+/** The query string of `GET /datasets/{dataset_id}/export`: the filters only (an unknown parameter is a 400, as on `/records`). */
+export const ExportQuery = v.strictObject({ ...FILTER_ENTRIES, ...METADATA_ENTRY });
+
+/**
+ * The query parameters as OpenAPI lists them: the `metadata.<key>` filters stand as one
+ * parameter `metadata.{key}` (any top-level metadata key in place of `{key}`).
+ */
+const METADATA_PARAM_DOC = { [`${METADATA_PARAM_PREFIX}{key}`]: v.exactOptional(v.pipe(v.string(), v.description('Any number (up to 10) of `metadata.<key>=<value>` parameters, `<key>` a top-level metadata key: records whose `metadata[<key>]` equals the value as a string, or also as a boolean for `true`/`false`, or also as a number for JSON number syntax (`metadata.turn=3` matches 3 and "3").'))) };
+export const RECORD_LIST_QUERY_DOC = { entries: { ...RECORD_LIST_ENTRIES, ...METADATA_PARAM_DOC } };
+export const EXPORT_QUERY_DOC = { entries: { ...FILTER_ENTRIES, ...METADATA_PARAM_DOC } };
 
 /** A validated listing query: defaults applied, the cursor's order and `updated_since` taken over. */
 export interface RecordListing {
@@ -119,6 +161,7 @@ export interface RecordListing {
   readonly updatedSinceMs: number | null;
   readonly includeResponses: boolean;
   readonly after: PageCursor | undefined;
+  readonly filters: RecordFilters;
 }
 
 export function toListing(query: v.InferOutput<typeof RecordListQuery>): RecordListing {
@@ -129,6 +172,7 @@ export function toListing(query: v.InferOutput<typeof RecordListQuery>): RecordL
     updatedSinceMs: after?.updatedSinceMs ?? query.updated_since ?? null,
     includeResponses: query.responses ?? true,
     after,
+    filters: toFilters(query),
   };
 }
 

@@ -3,6 +3,7 @@ import type { RecordPage, RecordView, ResponseView } from '../shared/answers.js'
 import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { encodeCursor, type RecordListing } from './read-query.js';
+import { filterDigest, hasResponseFilter, NO_FILTERS, recordConditions, responsesMatch, type RecordFilters } from './record-filters.js';
 import { submittedUnits, type ResponseUnit, type UnitQuery } from './response-units.js';
 
 /** `updated_since` names more records touched by responses than one listing looks up; see {@link UPDATED_SINCE_MAX_RECORDS}. */
@@ -23,6 +24,16 @@ export const UPDATED_SINCE_MAX_RECORDS = 50_000;
 /** Records per batch of an export: one `$in` for their responses and one driver batch. */
 const EXPORT_BATCH_RECORDS = 500;
 
+/**
+ * Most records one listing request with `user_id` or `response_status` looks at: those filters are
+ * checked on each record's responses, so a rare match would otherwise scan the whole dataset in
+ * one request. A page that reaches this many ends early, with fewer items (possibly none) and a
+ * `next_cursor` at the last record looked at.
+ */
+export const FILTER_SCAN_MAX_RECORDS = 5_000;
+/** Records per round of such a scan (one records query and one `$in` for their responses). */
+const FILTER_SCAN_CHUNK = 500;
+
 export interface RecordReader {
   /** The stored record with all its responses, or undefined when it is not stored (yet). */
   getRecord(id: string): Promise<RecordView | undefined>;
@@ -33,7 +44,7 @@ export interface RecordReader {
    * order, pulled from one MongoDB cursor only as fast as the consumer asks. Ending the iteration
    * early (`return()`, as a destroyed stream does) closes the cursor.
    */
-  exportDataset(datasetId: string): AsyncGenerator<string, void, undefined>;
+  exportDataset(datasetId: string, filters?: RecordFilters): AsyncGenerator<string, void, undefined>;
   /** A dataset's submitted responses to one question, one record at a time (api/response-units.ts). */
   submittedUnits(query: UnitQuery): AsyncGenerator<ResponseUnit, void, undefined>;
 }
@@ -63,6 +74,23 @@ function recordView(doc: RecordDoc, responses: readonly ResponseDoc[] | undefine
 /** Oldest response first, so that a record's responses read in the order annotators gave them. */
 function byCreation(a: ResponseDoc, b: ResponseDoc): number {
   return a.created_at.getTime() - b.created_at.getTime() || (a._id < b._id ? -1 : a._id > b._id ? 1 : 0);
+}
+
+/** Where a listing stands: the (created_at, _id) of the last record looked at. */
+interface Position {
+  readonly createdAtMs: number;
+  readonly id: string;
+}
+
+function positionOf(doc: RecordDoc): Position {
+  return { createdAtMs: doc.created_at.getTime(), id: doc._id };
+}
+
+/** Records strictly beyond `at` in the order `dir` (1 oldest first, -1 newest first). */
+function keysetAfter(at: Position, dir: 1 | -1): Filter<RecordDoc> {
+  const time = new Date(at.createdAtMs);
+  const beyond = dir === 1 ? '$gt' : '$lt';
+  return { $or: [{ created_at: { [beyond]: time } }, { created_at: time, _id: { [beyond]: at.id } }] };
 }
 
 /** The read side of the store: records and their responses, as the API shows them. Never writes. */
@@ -105,41 +133,71 @@ export function createRecordReader(options: RecordReaderOptions): RecordReader {
 
     async listRecords(datasetId, listing) {
       const dir = listing.order === 'newest' ? -1 : 1;
-      const conditions: Filter<RecordDoc>[] = [{ feedback_dataset_id: datasetId }];
-      const after = listing.after;
-      if (after !== undefined) {
-        // Keyset on (created_at, _id): both are fixed when a record is stored, so a record can
-        // neither move behind the cursor (skipped) nor ahead of it again (repeated).
-        const at = new Date(after.createdAtMs);
-        const beyond = dir === 1 ? '$gt' : '$lt';
-        conditions.push({ $or: [{ created_at: { [beyond]: at } }, { created_at: at, _id: { [beyond]: after.id } }] });
-      }
+      const conditions: Filter<RecordDoc>[] = [{ feedback_dataset_id: datasetId }, ...recordConditions(listing.filters)];
       if (listing.updatedSinceMs !== null) {
         const since = new Date(listing.updatedSinceMs);
         const touched = await touchedRecords(datasetId, listing.updatedSinceMs);
         conditions.push({ $or: [{ updated_at: { $gte: since } }, ...(touched.length === 0 ? [] : [{ _id: { $in: touched } }])] });
       }
-      const docs = await records
-        .find(conditions.length === 1 ? conditions[0]! : { $and: conditions })
-        .sort({ created_at: dir, _id: dir })
-        .limit(listing.limit + 1)
-        .toArray();
-      const page = docs.slice(0, listing.limit);
-      const byRecord = listing.includeResponses ? await responsesOf(page.map((d) => d._id)) : undefined;
+      /** The records after `after` in the listing's order, at most `limit`. */
+      const recordsAfter = (after: Position | undefined, limit: number): Promise<RecordDoc[]> => {
+        // Keyset on (created_at, _id): both are fixed when a record is stored, so a record can
+        // neither move behind the cursor (skipped) nor ahead of it again (repeated).
+        const all = after === undefined ? conditions : [...conditions, keysetAfter(after, dir)];
+        return records
+          .find(all.length === 1 ? all[0]! : { $and: all })
+          .sort({ created_at: dir, _id: dir })
+          .limit(limit)
+          .toArray();
+      };
+      const pageCursor = (at: Position) =>
+        encodeCursor({ order: listing.order, createdAtMs: at.createdAtMs, id: at.id, updatedSinceMs: listing.updatedSinceMs, datasetId, filterDigest: filterDigest(listing.filters) });
+
+      if (!hasResponseFilter(listing.filters)) {
+        const docs = await recordsAfter(listing.after, listing.limit + 1);
+        const page = docs.slice(0, listing.limit);
+        const byRecord = listing.includeResponses ? await responsesOf(page.map((d) => d._id)) : undefined;
+        const last = page[page.length - 1];
+        return {
+          items: page.map((doc) => recordView(doc, byRecord?.get(doc._id))),
+          next_cursor: docs.length > listing.limit && last !== undefined ? pageCursor(positionOf(last)) : null,
+        };
+      }
+
+      // Response-level filters: walk the records in order, a chunk at a time, and keep those whose
+      // responses match, until the page is full (plus one, to know there is more), the dataset
+      // ends, or FILTER_SCAN_MAX_RECORDS were looked at.
+      const picked: { doc: RecordDoc; responses: ResponseDoc[] | undefined }[] = [];
+      let position: Position | undefined = listing.after;
+      let scanned = 0;
+      let ended = false;
+      while (picked.length <= listing.limit && !ended && scanned < FILTER_SCAN_MAX_RECORDS) {
+        const want = Math.min(FILTER_SCAN_CHUNK, FILTER_SCAN_MAX_RECORDS - scanned);
+        const docs = await recordsAfter(position, want);
+        if (docs.length < want) ended = true;
+        const byRecord = await responsesOf(docs.map((d) => d._id));
+        for (const doc of docs) {
+          scanned++;
+          position = positionOf(doc);
+          if (responsesMatch(listing.filters, byRecord.get(doc._id))) picked.push({ doc, responses: byRecord.get(doc._id) });
+          if (picked.length > listing.limit) break;
+        }
+      }
+      const page = picked.slice(0, listing.limit);
       const last = page[page.length - 1];
+      const nextAt = picked.length > listing.limit && last !== undefined ? positionOf(last.doc) : ended ? undefined : position;
       return {
-        items: page.map((doc) => recordView(doc, byRecord?.get(doc._id))),
-        next_cursor:
-          docs.length > listing.limit && last !== undefined
-            ? encodeCursor({ order: listing.order, createdAtMs: last.created_at.getTime(), id: last._id, updatedSinceMs: listing.updatedSinceMs, datasetId })
-            : null,
+        items: page.map(({ doc, responses: list }) => recordView(doc, listing.includeResponses ? list : undefined)),
+        next_cursor: nextAt === undefined ? null : pageCursor(nextAt),
       };
     },
 
-    async *exportDataset(datasetId) {
-      // No sort: FerretDB would sort the whole dataset in its memory first. One cursor reads one
-      // consistent pass over the dataset's records (a record is never changed after its insert).
-      const cursor = records.find({ feedback_dataset_id: datasetId }, { batchSize: EXPORT_BATCH_RECORDS });
+    async *exportDataset(datasetId, filters = NO_FILTERS) {
+      // No sort: the store would sort the whole dataset first. One cursor reads one pass over the
+      // dataset's records; response-level filters are checked on each batch's responses, which
+      // the export fetches anyway.
+      const conditions: Filter<RecordDoc>[] = [{ feedback_dataset_id: datasetId }, ...recordConditions(filters)];
+      const cursor = records.find(conditions.length === 1 ? conditions[0]! : { $and: conditions }, { batchSize: EXPORT_BATCH_RECORDS });
       try {
         let batch: RecordDoc[] = [];
         for (;;) {
@@ -148,7 +206,10 @@ export function createRecordReader(options: RecordReaderOptions): RecordReader {
           // Flush when the driver's batch is used up (the next record needs a getMore) or at the end.
           if (batch.length > 0 && (doc === null || cursor.bufferedCount() === 0 || batch.length >= EXPORT_BATCH_RECORDS)) {
             const byRecord = await responsesOf(batch.map((d) => d._id));
-            for (const record of batch) yield `${JSON.stringify(recordView(record, byRecord.get(record._id)))}\n`;
+            for (const record of batch) {
+              const list = byRecord.get(record._id);
+              if (responsesMatch(filters, list)) yield `${JSON.stringify(recordView(record, list))}\n`;
+            }
             batch = [];
           }
           if (doc === null) return;

@@ -2,7 +2,7 @@ import type { ErrorDetail } from '../shared/errors.js';
 import { FeedbackApiError, type FeedbackErrorCode } from './errors.js';
 import { ndjsonValues } from './ndjson.js';
 import { DEFAULT_RETRY_POLICY, nextStep, parseRetryAfter, type AttemptOutcome, type RetryPolicy } from './retry.js';
-import type { Accepted, Agreement, AgreementQuery, BatchItemInput, BatchResult, ListRecordsQuery, RecordInput, RecordPage, RecordView, ResponseInput } from './types.js';
+import type { Accepted, Agreement, AgreementQuery, BatchItemInput, BatchResult, ListRecordsQuery, RecordFiltersQuery, RecordInput, RecordPage, RecordView, ResponseInput } from './types.js';
 
 export { FeedbackApiError, isFeedbackApiError, type FeedbackErrorCode } from './errors.js';
 export { DEFAULT_RETRY_POLICY, isRetryable, nextStep, parseRetryAfter, retryDelayMs, type AttemptOutcome, type RetryDecision, type RetryPolicy } from './retry.js';
@@ -63,7 +63,7 @@ export interface FeedbackClient {
    * `GET /datasets/{id}/export`: every record, streamed. Retries, timeouts and the signal apply
    * until the answer starts; after that, stop iterating to end the download.
    */
-  exportRecords(datasetId: string, options?: Omit<CallOptions, 'idempotencyKey'>): AsyncGenerator<RecordView, void, undefined>;
+  exportRecords(datasetId: string, options?: Omit<CallOptions, 'idempotencyKey'>, filters?: RecordFiltersQuery): AsyncGenerator<RecordView, void, undefined>;
   /** `GET /datasets/{id}/agreement`: Krippendorff's alpha of one question over the submitted responses. */
   getAgreement(datasetId: string, query: AgreementQuery, options?: CallOptions): Promise<Agreement>;
 }
@@ -105,10 +105,15 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
-function queryString(query: ListRecordsQuery | AgreementQuery): string {
+function queryString(query: ListRecordsQuery | RecordFiltersQuery | AgreementQuery): string {
   const params = new URLSearchParams();
   for (const [name, value] of Object.entries(query) as [string, unknown][]) {
     if (value === undefined) continue;
+    if (name === 'metadata' && typeof value === 'object' && value !== null) {
+      // One `metadata.<key>` parameter per key.
+      for (const [key, item] of Object.entries(value as Record<string, unknown>)) params.set(`metadata.${key}`, String(item));
+      continue;
+    }
     // A list (annotators) is one comma-separated parameter: the API refuses a repeated one.
     params.set(name, value instanceof Date ? value.toISOString() : Array.isArray(value) ? value.join(',') : String(value));
   }
@@ -226,8 +231,8 @@ export function createFeedbackClient(options: FeedbackClientOptions): FeedbackCl
       } while (cursor !== undefined);
     },
     getAgreement: (datasetId, query, callOptions) => get<Agreement>(`/datasets/${segment(datasetId)}/agreement${queryString(query)}`, callOptions),
-    async *exportRecords(datasetId, callOptions = {}) {
-      const { res } = await call('GET', `/datasets/${segment(datasetId)}/export`, undefined, callOptions, false);
+    async *exportRecords(datasetId, callOptions = {}, filters = {}) {
+      const { res } = await call('GET', `/datasets/${segment(datasetId)}/export${queryString(filters)}`, undefined, callOptions, false);
       if (res.body === null) return;
       for await (const value of ndjsonValues(res.body as unknown as AsyncIterable<Uint8Array>)) yield value as RecordView;
     },

@@ -24,8 +24,23 @@ export type { ErrorDetail } from '../shared/errors.js';
 export type { AgreementBody as Agreement, RecordPage, RecordView, ResponseView } from '../shared/answers.js';
 export type { AgreementLevel } from '../shared/agreement.js';
 
+/**
+ * Filters of `listRecords` and `exportRecords` (ANDed). On a listing they are not carried by the
+ * cursor: `iterateRecords` repeats them with every page.
+ */
+export interface RecordFiltersQuery {
+  /** Records with this status (`submitted` without a completion rule; `pending` / `completed` with one). */
+  readonly status?: 'submitted' | 'pending' | 'completed';
+  /** Records with a response by this annotator. */
+  readonly user_id?: string;
+  /** Records with a response of this status (with `user_id`: that annotator's response). */
+  readonly response_status?: 'draft' | 'submitted' | 'discarded';
+  /** `metadata[key]` equals the value (sent as `metadata.key=value`; `3` matches 3 and "3", `true` matches true and "true"). */
+  readonly metadata?: Readonly<Record<string, string | number | boolean>>;
+}
+
 /** Query of `listRecords`. */
-export interface ListRecordsQuery {
+export interface ListRecordsQuery extends RecordFiltersQuery {
   /** Default `newest`. */
   readonly order?: 'newest' | 'oldest';
   /** 1–500, default 50. */

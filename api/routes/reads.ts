@@ -7,7 +7,7 @@ import type { IdMinter } from '../../shared/ids.js';
 import { invalidInput, parseQuery } from '../parse-input.js';
 import type { AuthenticatedKey } from '../key-verifier.js';
 import { mayReadDataset } from '../scopes.js';
-import { DatasetIdParam, ExportQuery, RecordListQuery, toListing } from '../read-query.js';
+import { DatasetIdParam, ExportQuery, groupMetadataParams, RecordListQuery, toFilters, toListing } from '../read-query.js';
 import { TooManyUpdatedRecordsError, type RecordReader } from '../reads.js';
 
 export interface ReadRouteDeps {
@@ -80,11 +80,11 @@ export function getFeedbackRecord(deps: ReadRouteDeps) {
   };
 }
 
-/** `GET /datasets/:dataset_id/records`: a page of records, see api/read-query.ts for the query. */
+/** `GET /datasets/:dataset_id/records`: a page of records, see api/read-query.ts for the query and api/record-filters.ts for its filters. */
 export function listDatasetRecords(deps: ReadRouteDeps) {
   return async (ctx: ParamsContext): Promise<void> => {
     const datasetId = readableDataset(ctx);
-    const query = parseQuery(RecordListQuery, ctx.query);
+    const query = parseQuery(RecordListQuery, groupMetadataParams(ctx.query));
     const cursorDataset = query.cursor?.datasetId;
     if (cursorDataset !== undefined && cursorDataset !== datasetId) throw invalidInput('query.cursor', 'belongs to another dataset than this query');
     try {
@@ -107,8 +107,8 @@ export function listDatasetRecords(deps: ReadRouteDeps) {
 export function exportDataset(deps: ReadRouteDeps) {
   return async (ctx: ParamsContext): Promise<void> => {
     const datasetId = readableDataset(ctx);
-    parseQuery(ExportQuery, ctx.query);
-    const lines = deps.reader.exportDataset(datasetId);
+    const filters = toFilters(parseQuery(ExportQuery, groupMetadataParams(ctx.query)));
+    const lines = deps.reader.exportDataset(datasetId, filters);
     // The first line is read before answering, so that MongoDB down is a 503, not a 200 cut short.
     const first = await fromStore(deps, () => lines.next());
     async function* all(): AsyncGenerator<string, void, undefined> {
