@@ -31,8 +31,12 @@ const EXPORT_BATCH_RECORDS = 500;
  * `next_cursor` at the last record looked at.
  */
 export const FILTER_SCAN_MAX_RECORDS = 5_000;
-/** Records per round of such a scan (one records query and one `$in` for their responses). */
-const FILTER_SCAN_CHUNK = 500;
+/**
+ * Most records per round of such a scan (one records query and one `$in` for their responses).
+ * The first round reads `limit + 1` records (enough when most records match), each next one four
+ * times more, up to this.
+ */
+const FILTER_SCAN_CHUNK_MAX = 500;
 
 export interface RecordReader {
   /** The stored record with all its responses, or undefined when it is not stored (yet). */
@@ -171,8 +175,10 @@ export function createRecordReader(options: RecordReaderOptions): RecordReader {
       let position: Position | undefined = listing.after;
       let scanned = 0;
       let ended = false;
+      let chunk = listing.limit + 1;
       while (picked.length <= listing.limit && !ended && scanned < FILTER_SCAN_MAX_RECORDS) {
-        const want = Math.min(FILTER_SCAN_CHUNK, FILTER_SCAN_MAX_RECORDS - scanned);
+        const want = Math.min(chunk, FILTER_SCAN_MAX_RECORDS - scanned);
+        chunk = Math.min(chunk * 4, FILTER_SCAN_CHUNK_MAX);
         const docs = await recordsAfter(position, want);
         if (docs.length < want) ended = true;
         const byRecord = await responsesOf(docs.map((d) => d._id));

@@ -19,6 +19,7 @@ export type RecordStatus = (typeof RECORD_STATUSES)[number];
 export const MAX_METADATA_FILTERS = 10;
 /** Longest `metadata.<key>` value, in characters. */
 export const MAX_METADATA_VALUE_CHARS = 1024;
+const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
 /** The query-string prefix of a metadata filter. */
 export const METADATA_PARAM_PREFIX = 'metadata.';
 
@@ -66,6 +67,9 @@ export function metadataMatches(text: string): readonly (string | number | boole
 
 /** `metadata.<key>` parameters, keyed by `<key>` (path `query.metadata.<key>` in a 400). */
 export const MetadataFilters = v.pipe(
+  v.unknown(),
+  // v.record skips these keys silently; a filter that is dropped would widen the answer.
+  v.check((input) => typeof input !== 'object' || input === null || !Object.keys(input).some((k) => FORBIDDEN_KEYS.has(k)), 'metadata.<key>: key must not be __proto__, constructor or prototype'),
   v.record(
     v.pipe(
       v.string(),
@@ -99,9 +103,11 @@ export const NO_FILTERS: RecordFilters = { metadata: {} };
 export function splitMetadataParams<T>(query: Readonly<Record<string, T>>): { readonly metadata: Record<string, T>; readonly rest: Record<string, T> } {
   const metadata: Record<string, T> = {};
   const rest: Record<string, T> = {};
+  // Defined, not assigned: `metadata.__proto__=1` must arrive as a key (and be refused), not set a prototype.
+  const put = (target: Record<string, T>, key: string, value: T) => Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
   for (const [name, value] of Object.entries(query)) {
-    if (name.startsWith(METADATA_PARAM_PREFIX)) metadata[name.slice(METADATA_PARAM_PREFIX.length)] = value;
-    else rest[name] = value;
+    if (name.startsWith(METADATA_PARAM_PREFIX)) put(metadata, name.slice(METADATA_PARAM_PREFIX.length), value);
+    else put(rest, name, value);
   }
   return { metadata, rest };
 }
