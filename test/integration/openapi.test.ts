@@ -159,7 +159,7 @@ describe('GET /openapi.json', () => {
   const listQueries = [
     { path: '/admin/dead-letters', url: '/admin/dead-letters', names: ['reason', 'limit', 'cursor'] },
     { path: '/datasets', url: '/datasets', names: ['limit', 'cursor'] },
-    { path: '/datasets/{dataset_id}/records', url: '/datasets/ds_openapi_empty/records', names: ['order', 'limit', 'updated_since', 'responses', 'cursor'] },
+    { path: '/datasets/{dataset_id}/records', url: '/datasets/ds_openapi_empty/records', names: ['order', 'limit', 'updated_since', 'responses', 'cursor', 'status', 'user_id', 'response_status', 'metadata.{key}'] },
   ] as const;
   for (const { path, url, names } of listQueries) {
     it(`documents the query of GET ${path} as the route parses it (names, limit bounds and default)`, async () => {
