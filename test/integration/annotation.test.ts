@@ -195,6 +195,9 @@ describe('response history in the store round (worker/response-history.ts)', () 
     // The same round again: nothing new.
     await w.write([version(5), version(4), version(6)]);
     expect((await historyOf()).history).to.deep.equal([3, 4, 5]);
+    // A round with a version older than the stored one (5 < 6) and a newer one: only 6 moves to the history.
+    await w.write([version(5), version(7)]);
+    expect(await historyOf()).to.deep.include({ current: 7, history: [4, 5, 6] });
   });
 
   it('RESPONSE_HISTORY_MAX 0 keeps no history', async () => {
