@@ -27,6 +27,8 @@ import { NO_DATASET_GATE, type DatasetGate } from './dataset-gate.js';
 import { DATASETS_PATH, getDataset, getDatasetSchema, listDatasets, putDataset, type DatasetRouteDeps } from './routes/datasets.js';
 import { exportDataset, getFeedbackRecord, listDatasetRecords, requireRead } from './routes/reads.js';
 import { getAgreement } from './routes/agreement.js';
+import { getDatasetProgress, getRecordHistory } from './routes/annotation.js';
+import type { AnnotationReader } from './annotation-reads.js';
 import type { RecordReader } from './reads.js';
 import { getHealthz, getMetrics, getReadyz } from './routes/service.js';
 import { createOpenApiDocument } from './openapi.js';
@@ -67,6 +69,8 @@ interface AppDeps {
   readonly datasets?: DatasetRouteDeps & { readonly gate: DatasetGate };
   /** The read endpoints' store access (`GET /feedback-record/:id`, `/datasets/...`; read scope); absent = not mounted (the benchmark's servers). */
   readonly reader?: RecordReader;
+  /** Response history and dataset progress (read scope); absent = not mounted. */
+  readonly annotation?: AnnotationReader;
 }
 
 /** The routes a browser page calls (with a feedback token); the only ones that answer CORS. */
@@ -106,6 +110,11 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
     router.get('/datasets/:dataset_id/records', ...read, listDatasetRecords(readDeps));
     router.get('/datasets/:dataset_id/export', ...read, exportDataset(readDeps));
     router.get('/datasets/:dataset_id/agreement', ...read, getAgreement({ ...readDeps, registry: deps.datasets?.registry }));
+    if (deps.annotation !== undefined) {
+      const annotationDeps = { ...readDeps, annotation: deps.annotation, registry: deps.datasets?.registry };
+      router.get('/feedback-record/:id/history', ...read, getRecordHistory(annotationDeps));
+      router.get('/datasets/:dataset_id/progress', ...read, getDatasetProgress(annotationDeps));
+    }
   }
   router.get('/healthz', getHealthz());
   router.get('/openapi.json', getOpenApi(createOpenApiDocument({ batchRequestMaxItems: deps.batchRequestMaxItems })));

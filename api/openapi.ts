@@ -1,5 +1,5 @@
 import * as v from 'valibot';
-import { AcceptedBody, AgreementBody, BatchBody, RecordPage, RecordView } from '../shared/answers.js';
+import { AcceptedBody, AgreementBody, BatchBody, ProgressBody, RecordHistoryBody, RecordPage, RecordView } from '../shared/answers.js';
 import { DatasetListQuery, DatasetPage } from '../shared/dataset-admin.js';
 import { DatasetDefinition, DatasetDefinitionInput } from '../shared/dataset-definition.js';
 import { DeadLetterDetail, DeadLetterListQuery, DeadLetterPage, DeadLetterRequeued, DeadLetterSummary } from '../shared/dead-letter-admin.js';
@@ -120,6 +120,32 @@ const paths = (batchRequestMaxItems: number, batchBody: v.GenericSchema): Paths 
       path: { id: 'A `feedback_record_id` returned by a POST.' },
       codes: ['validation_failed', 'record_not_found', 'record_pending'],
       answers: { 200: { description: 'The record.', json: RecordView } },
+    },
+  },
+  '/feedback-record/{id}/history': {
+    get: {
+      operationId: 'getRecordHistory',
+      summary: "Each response of a record with its versions, oldest first",
+      description:
+        'Read scope (or admin), as GET /feedback-record/{id}. Per response: its earlier versions (kept in the same store write as the version that replaced them, at most `RESPONSE_HISTORY_MAX`, the oldest dropped first) and then the current one, each with `status`, `values`, `updated_at` and `seq`, the acceptance order. ' +
+        'A write older than the stored version (stale) leaves no version.',
+      access: 'read',
+      path: { id: 'A `feedback_record_id` returned by a POST.' },
+      codes: ['validation_failed', 'record_not_found', 'record_pending'],
+      answers: { 200: { description: 'The versions.', json: RecordHistoryBody } },
+    },
+  },
+  '/datasets/{dataset_id}/progress': {
+    get: {
+      operationId: 'getDatasetProgress',
+      summary: 'How far along the dataset is: records by completion status, responses by status, per annotator',
+      description:
+        'Read scope for the dataset (or admin). `records.pending`/`completed` follow the definition\'s `completion` rule (the worker keeps each record\'s `status`); ' +
+        'a dataset without a rule has none of either. Counted on each call from indexes: see docs/annotation.md for the cost on a large dataset.',
+      access: 'read',
+      path: READ_DATASET_ID,
+      codes: ['validation_failed'],
+      answers: { 200: { description: 'The counts.', json: ProgressBody } },
     },
   },
   '/datasets/{dataset_id}/records': {
@@ -276,6 +302,8 @@ export function createOpenApiDocument(options: { batchRequestMaxItems: number })
       DatasetDefinition,
       RecordView,
       AgreementResponse: AgreementBody,
+      RecordHistoryResponse: RecordHistoryBody,
+      ProgressResponse: ProgressBody,
     },
     components: {
       securitySchemes: {

@@ -28,6 +28,7 @@ import { logConnections } from '../shared/redact-url.js';
 import { createDatasetGate } from './dataset-gate.js';
 import { createDatasetStore } from './dataset-store.js';
 import { createRecordReader } from './reads.js';
+import { createAnnotationReader } from './annotation-reads.js';
 import { createOrderClock } from '../shared/order-clock.js';
 import { createOrderFloor } from './order-floor.js';
 import { createFeedbackTokens } from './feedback-tokens.js';
@@ -136,6 +137,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
       dashboardQueues: queues,
       ...(health === undefined ? {} : { shardAnswers: (index: number) => health.healthy(index) }),
       reader: createRecordReader({ db: mongo.db }),
+      annotation: createAnnotationReader({ db: mongo.db }),
       datasets: { gate: datasetGate, admin: datasetAdmin, registry: datasetStore, reload: () => datasetStore.refresh() },
       deadLetters: createDeadLetterAdmin({ db: mongo.db, queues, compression: config.queueCompression }),
       feedbackTokens: {

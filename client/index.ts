@@ -2,7 +2,7 @@ import type { ErrorDetail } from '../shared/errors.js';
 import { FeedbackApiError, type FeedbackErrorCode } from './errors.js';
 import { ndjsonValues } from './ndjson.js';
 import { DEFAULT_RETRY_POLICY, nextStep, parseRetryAfter, type AttemptOutcome, type RetryPolicy } from './retry.js';
-import type { Accepted, Agreement, AgreementQuery, BatchItemInput, BatchResult, ListRecordsQuery, RecordFiltersQuery, RecordInput, RecordPage, RecordView, ResponseInput } from './types.js';
+import type { Accepted, Agreement, AgreementQuery, BatchItemInput, BatchResult, ListRecordsQuery, Progress, RecordFiltersQuery, RecordHistory, RecordInput, RecordPage, RecordView, ResponseInput } from './types.js';
 
 export { FeedbackApiError, isFeedbackApiError, type FeedbackErrorCode } from './errors.js';
 export { DEFAULT_RETRY_POLICY, isRetryable, nextStep, parseRetryAfter, retryDelayMs, type AttemptOutcome, type RetryDecision, type RetryPolicy } from './retry.js';
@@ -66,6 +66,10 @@ export interface FeedbackClient {
   exportRecords(datasetId: string, options?: Omit<CallOptions, 'idempotencyKey'>, filters?: RecordFiltersQuery): AsyncGenerator<RecordView, void, undefined>;
   /** `GET /datasets/{id}/agreement`: Krippendorff's alpha of one question over the submitted responses. */
   getAgreement(datasetId: string, query: AgreementQuery, options?: CallOptions): Promise<Agreement>;
+  /** `GET /feedback-record/{id}/history`: each response of the record with its versions, oldest first. */
+  getRecordHistory(id: string, options?: CallOptions): Promise<RecordHistory>;
+  /** `GET /datasets/{id}/progress`: records by completion status, responses by status, per annotator. */
+  getProgress(datasetId: string, options?: CallOptions): Promise<Progress>;
 }
 
 interface ErrorBody {
@@ -231,6 +235,8 @@ export function createFeedbackClient(options: FeedbackClientOptions): FeedbackCl
       } while (cursor !== undefined);
     },
     getAgreement: (datasetId, query, callOptions) => get<Agreement>(`/datasets/${segment(datasetId)}/agreement${queryString(query)}`, callOptions),
+    getRecordHistory: (id, callOptions) => get<RecordHistory>(`/feedback-record/${segment(id)}/history`, callOptions),
+    getProgress: (datasetId, callOptions) => get<Progress>(`/datasets/${segment(datasetId)}/progress`, callOptions),
     async *exportRecords(datasetId, callOptions = {}, filters = {}) {
       const { res } = await call('GET', `/datasets/${segment(datasetId)}/export${queryString(filters)}`, undefined, callOptions, false);
       if (res.body === null) return;

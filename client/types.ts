@@ -22,6 +22,7 @@ export type { ErrorDetail } from '../shared/errors.js';
 
 /** What the read API answers (GET /feedback-record/{id}, /datasets/{id}/records, /datasets/{id}/export, /datasets/{id}/agreement). */
 export type { AgreementBody as Agreement, RecordPage, RecordView, ResponseView } from '../shared/answers.js';
+export type { ProgressBody as Progress, RecordHistoryBody as RecordHistory } from '../shared/answers.js';
 export type { AgreementLevel } from '../shared/agreement.js';
 
 /**

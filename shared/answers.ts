@@ -96,3 +96,58 @@ export const AgreementBody = v.object({
   ),
 });
 export type AgreementBody = v.InferOutput<typeof AgreementBody>;
+
+/** One version of a response in `GET /feedback-record/{id}/history`. */
+export const ResponseVersionView = v.object({
+  status: v.string(),
+  values: v.record(v.string(), v.unknown()),
+  updated_at: v.pipe(v.string(), v.description('ISO 8601; acceptance time of this version.')),
+  seq: v.pipe(v.number(), v.integer(), v.description('Acceptance order of this version: a higher one was accepted later (the order the service applies versions in).')),
+});
+export type ResponseVersionView = v.InferOutput<typeof ResponseVersionView>;
+
+/** The 200 body of `GET /feedback-record/{id}/history`. */
+export const RecordHistoryBody = v.object({
+  feedback_record_id: v.string(),
+  feedback_dataset_id: v.string(),
+  responses: v.pipe(
+    v.array(
+      v.object({
+        feedback_response_id: v.string(),
+        user_id: v.string(),
+        versions: v.pipe(
+          v.array(ResponseVersionView),
+          v.description('Oldest first; the last is the current version. Earlier versions are kept up to RESPONSE_HISTORY_MAX (the oldest dropped first); a stale write (older than the stored version) leaves none.'),
+        ),
+      }),
+    ),
+    v.description("The record's responses, oldest first."),
+  ),
+});
+export type RecordHistoryBody = v.InferOutput<typeof RecordHistoryBody>;
+
+const StatusCounts = v.object({
+  submitted: Count('Responses with status submitted.'),
+  draft: Count('Responses with status draft.'),
+  discarded: Count('Responses with status discarded.'),
+});
+
+/** The 200 body of `GET /datasets/{dataset_id}/progress`. */
+export const ProgressBody = v.object({
+  feedback_dataset_id: v.string(),
+  completion: v.pipe(
+    v.nullable(v.object({ min_submitted: v.number() })),
+    v.description("The dataset definition's completion rule; null without one (records then stay `submitted`)."),
+  ),
+  records: v.object({
+    total: Count('Stored records of the dataset.'),
+    pending: Count('Records with status pending: fewer distinct annotators submitted than the rule asks.'),
+    completed: Count('Records with status completed.'),
+  }),
+  responses: StatusCounts,
+  annotators: v.pipe(
+    v.array(v.object({ user_id: v.string(), ...StatusCounts.entries })),
+    v.description('Per annotator (`user_id`), their responses by status; ordered by user_id.'),
+  ),
+});
+export type ProgressBody = v.InferOutput<typeof ProgressBody>;

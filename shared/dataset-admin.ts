@@ -78,6 +78,7 @@ function toDefinition(doc: DatasetDoc): DatasetDefinition {
     ...(doc.description === undefined ? {} : { description: doc.description }),
     fields: doc.fields,
     questions: doc.questions,
+    ...(doc.completion === undefined ? {} : { completion: doc.completion }),
     created_at: doc.created_at.toISOString(),
     updated_at: doc.updated_at.toISOString(),
   };

@@ -48,6 +48,23 @@ const Question = v.variant('type', [
   v.strictObject({ ...questionCommon, type: v.literal('ranking'), options: v.exactOptional(optionList(optionString, 2)) }),
 ], `must have a type, one of ${QUESTION_TYPES.join(', ')}`);
 
+/** Most distinct submitting annotators a completion rule may ask for. */
+export const COMPLETION_MAX_SUBMITTED = 1000;
+
+/**
+ * `completion: {min_submitted: N}`: a record of the dataset is `completed` once N distinct
+ * annotators have a `submitted` response to it, `pending` before (worker/completion.ts).
+ */
+export const CompletionRule = v.strictObject({
+  min_submitted: v.pipe(
+    v.number('must be a number'),
+    v.safeInteger('must be a whole number'),
+    v.minValue(1, 'must be at least 1'),
+    v.maxValue(COMPLETION_MAX_SUBMITTED, `must be at most ${COMPLETION_MAX_SUBMITTED}`),
+  ),
+}, 'must be an object {"min_submitted": N}');
+export type CompletionRule = v.InferOutput<typeof CompletionRule>;
+
 const uniqueNames = (list: readonly { name: string }[]) => distinct(list.map((item) => item.name));
 
 /**
@@ -71,6 +88,7 @@ export const DatasetDefinitionInput = v.pipe(
       v.maxLength(DATASET_LIMITS.questions, `must have at most ${DATASET_LIMITS.questions} questions`),
       v.check((list) => uniqueNames(list), 'must not define a name twice'),
     ),
+    completion: v.exactOptional(CompletionRule),
   }, 'must be a JSON object'),
   v.forward(
     v.check(

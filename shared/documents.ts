@@ -1,7 +1,16 @@
 /**
+ * A record's status: `submitted` in a dataset without a completion rule (the contract's constant);
+ * with a rule, `pending` until enough distinct annotators submitted, then `completed`
+ * (worker/completion.ts keeps it).
+ */
+export const RECORD_STATUSES = ['submitted', 'pending', 'completed'] as const;
+export type RecordStatus = (typeof RECORD_STATUSES)[number];
+
+/**
  * The documents of `feedback_records` and `feedback_responses` as the worker stores them
  * (worker/documents.ts builds them) and the API reads them (api/reads.ts). Times are the API's
- * acceptance time of the write; a record is never changed after it is inserted.
+ * acceptance time of the write; a record is never changed after it is inserted, but for its
+ * `status` and `completion_token` in a dataset with a completion rule.
  */
 export interface RecordDoc {
   _id: string;
@@ -9,7 +18,12 @@ export interface RecordDoc {
   field_to_value: Record<string, unknown>;
   external_id?: string;
   metadata?: Record<string, unknown>;
-  status: 'submitted';
+  status: RecordStatus;
+  /**
+   * The completion recount that owns the status now: every recount sets its own token first and
+   * writes `status` only while the token is still its own (worker/completion.ts).
+   */
+  completion_token?: string;
   api_key: string;
   request_id: string;
   created_at: Date;
@@ -29,4 +43,20 @@ export interface ResponseDoc {
   request_id: string;
   created_at: Date;
   updated_at: Date;
+  /**
+   * The versions this one replaced, oldest first, at most RESPONSE_HISTORY_MAX (the oldest are
+   * dropped first); kept by the same update as the version (worker/response-history.ts).
+   * Absent on a response never updated.
+   */
+  history?: ResponseVersionDoc[];
+}
+
+/** One earlier version of a response, as kept in its `history`. */
+export interface ResponseVersionDoc {
+  status: string;
+  values: Record<string, unknown>;
+  /** Acceptance order of the version. */
+  seq: number;
+  updated_at: Date;
+  request_id: string;
 }

@@ -25,7 +25,7 @@ export interface Setting<TOutput = unknown> {
   readonly doc: string;
 }
 
-export type Unit = 'ms' | 's' | 'bytes' | 'jobs' | 'writes' | 'items' | 'attempts' | 'stalls' | 'requests/min' | 'processes' | 'shards' | 'replicas';
+export type Unit = 'ms' | 's' | 'bytes' | 'jobs' | 'writes' | 'items' | 'attempts' | 'stalls' | 'requests/min' | 'processes' | 'shards' | 'replicas' | 'versions';
 
 export const MiB = 1024 * 1024;
 

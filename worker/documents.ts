@@ -1,4 +1,4 @@
-import type { Filter, UpdateFilter } from 'mongodb';
+import type { Document, Filter, UpdateFilter } from 'mongodb';
 import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
 import type { RecordWrite, ResponseWrite, Write } from '../shared/schemas.js';
 
@@ -48,7 +48,8 @@ export function firstResponseDoc(item: SequencedWrite & { readonly write: Record
 
 export interface ResponseUpdate {
   readonly filter: Filter<ResponseDoc>;
-  readonly update: UpdateFilter<ResponseDoc>;
+  /** An update document, or a pipeline (worker/response-history.ts). */
+  readonly update: UpdateFilter<ResponseDoc> | Document[];
 }
 
 /**

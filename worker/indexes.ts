@@ -7,7 +7,7 @@ const INDEXES: readonly { readonly collection: string; readonly index: IndexDesc
   // The read API pages a dataset by (created_at, _id) both ways and exports it by dataset.
   { collection: COLLECTIONS.records, index: { key: { feedback_dataset_id: 1, created_at: 1, _id: 1 }, name: 'dataset_created_id' } },
   { collection: COLLECTIONS.records, index: { key: { feedback_dataset_id: 1, external_id: 1 }, name: 'dataset_external_id' } },
-  // The read API's `status=` filter: the status is an equality in front of the page order.
+  // The read API's `status=` filter (the status is an equality in front of the page order) and the progress endpoint's counts.
   { collection: COLLECTIONS.records, index: { key: { feedback_dataset_id: 1, status: 1, created_at: 1, _id: 1 }, name: 'dataset_status_created_id' } },
   { collection: COLLECTIONS.responses, index: { key: { feedback_record_id: 1, user_id: 1 }, name: 'record_user_unique', unique: true } },
   // Also the read API's `updated_since` (responses of a dataset changed since a time).

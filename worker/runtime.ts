@@ -14,6 +14,8 @@ import { createWorkerMetrics, type WorkerMetrics } from './metrics.js';
 import { concurrencyPerShard, createJobSizeAverage } from './concurrency.js';
 import { createWriteProcessor, type JobSummary } from './processor.js';
 import { createFeedbackWriter } from './writer.js';
+import { createCompletionRules } from './completion-rules.js';
+import { createCompletionTracker, type RecordStatusChange } from './completion.js';
 
 export interface WorkerRuntime {
   /** The BullMQ worker of shard 0: the only one unless `QUEUE_SHARDS` > 1 (tests inspect it). */
@@ -58,6 +60,8 @@ interface WorkerOptions {
   readonly mongo?: MongoHandle;
   /** Node's default process metrics on the worker's registry. Default true. */
   readonly defaultMetrics?: boolean;
+  /** Told of the records whose completion status the worker changed, after the change is stored (worker/completion.ts). */
+  readonly onRecordStatusChanged?: (changes: readonly RecordStatusChange[]) => void | Promise<void>;
 }
 
 /** Prepares the store, then starts draining the queue. */
@@ -69,7 +73,14 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     if (ownMongo) await mongo.close();
     throw err;
   });
-  const writer = createFeedbackWriter({ db: primaryDb(mongo), logger });
+  const completionRules = createCompletionRules({ db: primaryDb(mongo), refreshMs: config.datasetsRefreshMs, logger });
+  await completionRules.start(config.mongodbTimeoutMs);
+  const completion = createCompletionTracker({
+    db: primaryDb(mongo),
+    rules: completionRules,
+    ...(options.onRecordStatusChanged === undefined ? {} : { onStatusChanged: options.onRecordStatusChanged }),
+  });
+  const writer = createFeedbackWriter({ db: primaryDb(mongo), logger, completion, historyMax: config.responseHistoryMax });
   const redis = createRedis(config, 'worker', logger);
   void checkEvictionPolicy(redis, logger);
   void checkPersistence(redis, logger);
@@ -147,6 +158,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     close() {
       closing ??= (async () => {
         await Promise.all(workers.map((w) => w.close()));
+        await completionRules.close();
         metricsServer?.close();
         await Promise.all(queues.map((q) => q.close()));
         if (ownMongo) await mongo.close();

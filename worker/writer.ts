@@ -11,9 +11,12 @@ import {
   type SequencedWrite,
 } from './documents.js';
 import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
+import type { RecordWrite } from '../shared/schemas.js';
 import { insertNew } from './inserts.js';
 import { createRecordLookup } from './record-lookup.js';
 import { applyUpdates, type UpdateOutcome } from './updates.js';
+import type { CompletionTracker } from './completion.js';
+import { responseUpdateWithHistory } from './response-history.js';
 
 /** What became of one write. */
 export type WriteResult =
@@ -42,6 +45,10 @@ interface FeedbackWriterOptions {
   readonly maxBatchWrites?: number;
   /** Records remembered as stored, so their responses need no read. Default 100000. */
   readonly recordCacheSize?: number;
+  /** Keeps records' completion status (worker/completion.ts); absent = records stay `submitted`. */
+  readonly completion?: CompletionTracker;
+  /** Earlier versions kept per response (RESPONSE_HISTORY_MAX); 0 = no history. Default 0. */
+  readonly historyMax?: number;
 }
 
 const STORED: WriteResult = { kind: 'stored' };
@@ -101,6 +108,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       });
       open = next;
     }
+    await recountCompletion(items, results, datasets);
     return results.map((r, i) => {
       if (r === undefined) throw new Error(`writer left write ${i} of its round undecided`);
       // A record whose first response lost to a later version of it is stored all the same.
@@ -108,9 +116,25 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     });
   }
 
+  /**
+   * The records of every response of the round that reached the store (stored, or stale against a
+   * later version): a job run again after a crash recounts too, so a status is never left behind
+   * by a response stored in a round that died before its recount.
+   */
+  async function recountCompletion(items: readonly SequencedWrite[], results: readonly (WriteResult | undefined)[], datasets: ReadonlyMap<string, string>): Promise<void> {
+    if (options.completion === undefined) return;
+    const touched = new Map<string, string>();
+    for (const [i, item] of items.entries()) {
+      const datasetId = datasets.get(item.write.record_id);
+      if (datasetId !== undefined && results[i]?.kind !== 'deferred') touched.set(item.write.record_id, datasetId);
+    }
+    await options.completion.recount(touched);
+  }
+
   async function storeRecords(items: readonly SequencedWrite[], results: (WriteResult | undefined)[]): Promise<void> {
     const at = items.flatMap((item, i) => (isRecordWrite(item) ? [{ i, item }] : []));
-    const outcomes = await insertNew(records, at.map(({ item }) => recordDoc(item.write)));
+    const status = (w: RecordWrite) => options.completion?.initialStatus(w.record.feedback_dataset_id) ?? 'submitted';
+    const outcomes = await insertNew(records, at.map(({ item }) => ({ ...recordDoc(item.write), status: status(item.write) })));
     at.forEach(({ i, item }, k) => {
       const outcome = outcomes[k]!;
       if (outcome.kind === 'rejected') results[i] = outcome;
@@ -154,6 +178,8 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       const top = items[candidates[0]!]!;
       const createdAt = Math.min(...candidates.map((i) => items[i]!.write.accepted_at));
       const datasetId = datasets.get(top.write.record_id) ?? (isRecordWrite(top) ? top.write.record.feedback_dataset_id : '');
+      const historyMax = options.historyMax ?? 0;
+      if (historyMax > 0) return responseUpdateWithHistory(top, candidates.slice(1).map((i) => items[i]!), datasetId, createdAt, historyMax);
       return responseUpdate(top, datasetId, createdAt);
     };
     const applied = await applyUpdates(responses, updates.map(opOf));

@@ -63,21 +63,37 @@ export function readableDataset(ctx: ParamsContext): string {
  */
 export function getFeedbackRecord(deps: ReadRouteDeps) {
   return async (ctx: ParamsContext): Promise<void> => {
-    const id = ctx.params['id'] ?? '';
-    if (!deps.ids.isMintedRecordId(id)) throw new AppError('record_not_found', 'no record has this feedback_record_id');
-    const key = apiKey(ctx);
-    // A dataset-scoped key is checked against the id's dataset fingerprint before any read, so it
-    // learns nothing of another dataset's records, stored or not.
-    if (!key.admin && key.datasets !== null && !key.datasets.some((d) => deps.ids.datasetMatches(id, d))) {
-      throw new AppError('forbidden', 'this API key may not read the dataset of this record');
-    }
+    const id = readableRecordId(deps, ctx);
     const record = await fromStore(deps, () => deps.reader.getRecord(id));
-    if (record === undefined) {
-      throw new AppError('record_pending', 'the record was accepted and is queued, not stored yet; retry shortly', { headers: { 'Retry-After': String(deps.retryAfterSeconds) } });
-    }
-    if (!mayReadDataset(key, record.feedback_dataset_id)) throw new AppError('forbidden', 'this API key may not read the dataset of this record');
+    if (record === undefined) throw recordPending(deps);
+    checkRecordDataset(ctx, record.feedback_dataset_id);
     ctx.body = record;
   };
+}
+
+/**
+ * The `{id}` of a record path, if it may be a record this key reads: a tag that does not verify is
+ * 404 `record_not_found`, and a dataset-scoped key is checked against the id's dataset fingerprint
+ * before any read, so it learns nothing of another dataset's records, stored or not.
+ */
+export function readableRecordId(deps: Pick<ReadRouteDeps, 'ids'>, ctx: ParamsContext): string {
+  const id = ctx.params['id'] ?? '';
+  if (!deps.ids.isMintedRecordId(id)) throw new AppError('record_not_found', 'no record has this feedback_record_id');
+  const key = apiKey(ctx);
+  if (!key.admin && key.datasets !== null && !key.datasets.some((d) => deps.ids.datasetMatches(id, d))) {
+    throw new AppError('forbidden', 'this API key may not read the dataset of this record');
+  }
+  return id;
+}
+
+/** After the read: the stored record's dataset against the key's scope (fingerprints may collide). */
+export function checkRecordDataset(ctx: ParamsContext, datasetId: string): void {
+  if (!mayReadDataset(apiKey(ctx), datasetId)) throw new AppError('forbidden', 'this API key may not read the dataset of this record');
+}
+
+/** A record id whose tag verifies but that is not stored: accepted, still queued. */
+export function recordPending(deps: Pick<ReadRouteDeps, 'retryAfterSeconds'>): AppError {
+  return new AppError('record_pending', 'the record was accepted and is queued, not stored yet; retry shortly', { headers: { 'Retry-After': String(deps.retryAfterSeconds) } });
 }
 
 /** `GET /datasets/:dataset_id/records`: a page of records, see api/read-query.ts for the query and api/record-filters.ts for its filters. */
