@@ -68,7 +68,13 @@ function write(spec: {
 
 /** The operation of a write kind's own endpoint, from its declaration (api/write-kinds.ts). */
 function writeKindOperation(kind: WriteKind<unknown>): OperationSpec {
-  return write({ ...kind.openapi, body: kind.schema, ...(kind.feedbackToken ? { feedbackToken: true as const } : {}) });
+  const { answer, ...openapi } = kind.openapi;
+  return write({
+    ...openapi,
+    body: kind.schema,
+    ...(kind.feedbackToken ? { feedbackToken: true as const } : {}),
+    ...(answer === undefined ? {} : { answer: { status: 200, description: 'The write is in Redis, acknowledged, and will reach MongoDB.', json: answer } }),
+  });
 }
 
 const DATASET_ID = { id: { description: 'The dataset id (`feedback_dataset_id`).', schema: DatasetId } };

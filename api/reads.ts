@@ -1,6 +1,7 @@
 import type { Db, Filter } from 'mongodb';
-import type { RecordPage, RecordView, ResponseView } from '../shared/answers.js';
-import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
+import type { RecordPage, RecordView, ResponseView, SuggestionView } from '../shared/answers.js';
+import type { RecordDoc, ResponseDoc, SuggestionDoc } from '../shared/documents.js';
+import { suggestionsOf } from './suggestion-reads.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { encodeCursor, type RecordListing } from './read-query.js';
 import { submittedUnits, type ResponseUnit, type UnitQuery } from './response-units.js';
@@ -46,7 +47,7 @@ function responseView(doc: ResponseDoc): ResponseView {
   return { feedback_response_id: doc._id, user_id: doc.user_id, status: doc.status, values: doc.values, created_at: doc.created_at.toISOString(), updated_at: doc.updated_at.toISOString() };
 }
 
-function recordView(doc: RecordDoc, responses: readonly ResponseDoc[] | undefined): RecordView {
+function recordView(doc: RecordDoc, responses: readonly ResponseDoc[] | undefined, suggestions?: readonly SuggestionView[]): RecordView {
   return {
     feedback_record_id: doc._id,
     feedback_dataset_id: doc.feedback_dataset_id,
@@ -57,6 +58,7 @@ function recordView(doc: RecordDoc, responses: readonly ResponseDoc[] | undefine
     created_at: doc.created_at.toISOString(),
     updated_at: doc.updated_at.toISOString(),
     ...(responses === undefined ? {} : { responses: responses.map(responseView) }),
+    ...(suggestions === undefined ? {} : { suggestions: [...suggestions] }),
   };
 }
 
@@ -69,6 +71,7 @@ function byCreation(a: ResponseDoc, b: ResponseDoc): number {
 export function createRecordReader(options: RecordReaderOptions): RecordReader {
   const records = options.db.collection<RecordDoc>(COLLECTIONS.records);
   const responses = options.db.collection<ResponseDoc>(COLLECTIONS.responses);
+  const suggestions = options.db.collection<SuggestionDoc>(COLLECTIONS.suggestions);
   /** The responses of `recordIds`, by record id: one `$in`, served by the (record, user) index. */
   async function responsesOf(recordIds: readonly string[]): Promise<Map<string, ResponseDoc[]>> {
     const byRecord = new Map<string, ResponseDoc[]>(recordIds.map((id) => [id, []]));
@@ -100,7 +103,8 @@ export function createRecordReader(options: RecordReaderOptions): RecordReader {
     async getRecord(id) {
       const doc = await records.findOne({ _id: id });
       if (doc === null) return undefined;
-      return recordView(doc, (await responsesOf([id])).get(id));
+      const [byRecord, suggested] = await Promise.all([responsesOf([id]), suggestionsOf(suggestions, [id])]);
+      return recordView(doc, byRecord.get(id), suggested.get(id));
     },
 
     async listRecords(datasetId, listing) {
@@ -147,8 +151,9 @@ export function createRecordReader(options: RecordReaderOptions): RecordReader {
           if (doc !== null) batch.push(doc);
           // Flush when the driver's batch is used up (the next record needs a getMore) or at the end.
           if (batch.length > 0 && (doc === null || cursor.bufferedCount() === 0 || batch.length >= EXPORT_BATCH_RECORDS)) {
-            const byRecord = await responsesOf(batch.map((d) => d._id));
-            for (const record of batch) yield `${JSON.stringify(recordView(record, byRecord.get(record._id)))}\n`;
+            const ids = batch.map((d) => d._id);
+            const [byRecord, suggested] = await Promise.all([responsesOf(ids), suggestionsOf(suggestions, ids)]);
+            for (const record of batch) yield `${JSON.stringify(recordView(record, byRecord.get(record._id), suggested.get(record._id)))}\n`;
             batch = [];
           }
           if (doc === null) return;
