@@ -4,7 +4,8 @@ import type { RecordDoc, ResponseDoc, SuggestionDoc } from '../shared/documents.
 import { suggestionsOf } from './suggestion-reads.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { encodeCursor, type RecordListing } from './read-query.js';
-import { submittedUnits, type ResponseUnit, type UnitQuery } from './response-units.js';
+import type { ResponseUnit } from './response-units.js';
+import { agreementUnits, type AgreementUnitQuery } from './agreement-units.js';
 
 /** `updated_since` names more records touched by responses than one listing looks up; see {@link UPDATED_SINCE_MAX_RECORDS}. */
 export class TooManyUpdatedRecordsError extends Error {
@@ -35,8 +36,8 @@ export interface RecordReader {
    * early (`return()`, as a destroyed stream does) closes the cursor.
    */
   exportDataset(datasetId: string): AsyncGenerator<string, void, undefined>;
-  /** A dataset's submitted responses to one question, one record at a time (api/response-units.ts). */
-  submittedUnits(query: UnitQuery): AsyncGenerator<ResponseUnit, void, undefined>;
+  /** A dataset's submitted responses to one question, one record at a time (api/response-units.ts), with agents and filters (api/agreement-units.ts). */
+  submittedUnits(query: AgreementUnitQuery): AsyncGenerator<ResponseUnit, void, undefined>;
 }
 
 interface RecordReaderOptions {
@@ -98,7 +99,7 @@ export function createRecordReader(options: RecordReaderOptions): RecordReader {
   }
 
   return {
-    submittedUnits: (query) => submittedUnits(responses, query),
+    submittedUnits: (query) => agreementUnits({ records, responses, suggestions }, query),
 
     async getRecord(id) {
       const doc = await records.findOne({ _id: id });

@@ -109,6 +109,7 @@ export const AgreementBody = v.object({
   alpha: Alpha,
   units: Count('Pairable units: records with values from at least two annotators.'),
   annotators: Count('Distinct annotators with a value in a pairable unit.'),
+  agents: v.exactOptional(Count('With `include_agents`: distinct agents (suggestions) with a value in a pairable unit; they are observers beside the annotators.')),
   pairable_values: Count('n: the values in pairable units (one per annotator and record).'),
   excluded_values: Count("Stored values left out as missing because they do not fit the question's scale now (not one of its options or values, a wrong type), e.g. written before its definition changed."),
   options: v.exactOptional(

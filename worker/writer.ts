@@ -82,9 +82,8 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     }
 
     // Suggestions go in their own commands beside the responses' (worker/suggestions.ts).
-    const suggested = suggestionRound.store(items, datasets, (i) => results[i] === undefined);
-    await storeResponses(items, results, datasets);
-    for (const [i, outcome] of await suggested) {
+    const [suggested] = await Promise.all([suggestionRound.store(items, datasets, (i) => results[i] === undefined), storeResponses(items, results, datasets)]);
+    for (const [i, outcome] of suggested) {
       if (isSuggestionWrite(items[i]!)) results[i] = outcome.kind === 'stale' ? { kind: 'stale', newer: undefined } : outcome;
       else if (outcome.kind === 'rejected' && results[i]?.kind !== 'rejected') results[i] = outcome;
     }
