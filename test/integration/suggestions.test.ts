@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { createFeedbackClient } from '../../client/index.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
 import { eventually, records, type HttpResult, type Stack, startStack } from '../helpers/stack.js';
 
@@ -198,6 +199,19 @@ describe('POST /feedback-suggestion and suggestions on POST /feedback-record', (
       expect((await agreement('&records=all')).units).to.equal(4);
       const withAgent = await agreement('&records=completed&include_agents=true');
       expect(withAgent).to.include({ units: 2, agents: 1, pairable_values: 6 });
+    });
+
+    it('the typed client: suggest() and getAgreement() with include_agents and records', async () => {
+      const writer = createFeedbackClient({ baseUrl: stack.baseUrl, apiKey: TEST_KEY.secret });
+      const reader = createFeedbackClient({ baseUrl: stack.baseUrl, apiKey: READER.secret });
+      const accepted = await writer.suggest({ feedback_record_id: ids[3]!, suggestion: { question: 'stars', value: 5, agent: 'client' } });
+      expect(accepted.feedback_record_id).to.equal(ids[3]);
+      expect(accepted.feedback_suggestion_id).to.match(/^sug_/);
+      const all = await reader.getAgreement('ds_sug_agree', { question: 'verdict', include_agents: true });
+      expect(all.agents).to.equal(1);
+      expect(all.alpha).to.be.closeTo(7 / 18, 1e-12);
+      const listed = await reader.getAgreement('ds_sug_agree', { question: 'verdict', include_agents: ['m', 'x'], records: 'all' });
+      expect(listed.alpha).to.be.closeTo(7 / 18, 1e-12);
     });
 
     it('refuses a bad include_agents with 400', async () => {
