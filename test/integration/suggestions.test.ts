@@ -158,7 +158,14 @@ describe('POST /feedback-suggestion and suggestions on POST /feedback-record', (
       }
       // A suggestion of another agent for another question: never counted for verdict.
       expect((await stack.post('/feedback-suggestion', { feedback_record_id: ids[0], suggestion: { question: 'stars', value: 1, agent: 'm' } })).status).to.equal(200);
-      await eventually(async () => ((await read('/datasets/ds_sug_agree/agreement?question=verdict&include_agents=true')).body.pairable_values === 12 ? true : undefined), 15_000, 'every response and suggestion stored');
+      // Waits on the store itself, so that a broken agreement option fails its own test, not this hook.
+      await eventually(async () => {
+        const [answers, suggested] = await Promise.all([
+          stack.db.collection('feedback_responses').countDocuments({ feedback_dataset_id: 'ds_sug_agree', status: 'submitted' }),
+          stack.db.collection('feedback_suggestions').countDocuments({ feedback_dataset_id: 'ds_sug_agree', question: 'verdict' }),
+        ]);
+        return answers === 8 && suggested === 4 ? true : undefined;
+      }, 15_000, 'every response and suggestion stored');
     });
 
     const agreement = async (query: string) => {
