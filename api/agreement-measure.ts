@@ -3,7 +3,7 @@ import type { AgreementBody } from '../shared/answers.js';
 import { AppError } from '../shared/errors.js';
 import { invalidInput } from './parse-input.js';
 import type { AgreementScale } from './agreement-scale.js';
-import type { ResponseUnit } from './response-units.js';
+import type { ResponseUnit, UnitValue } from './response-units.js';
 
 /** What the units brought besides the coincidences: counts and who. */
 interface Tally {
@@ -13,29 +13,30 @@ interface Tally {
   /** Values present in the store for the question, fitting or not. */
   seen: number;
   readonly annotators: Set<string>;
+  readonly agents: Set<string>;
 }
 
 /** The values of a unit that fit the scale, and their annotators; counts the rest. */
-function fitting<T>(unit: ResponseUnit, tally: Tally, toScale: (stored: unknown) => T | undefined): { values: T[]; users: string[] } {
+function fitting<T>(unit: ResponseUnit, tally: Tally, toScale: (stored: unknown) => T | undefined): { values: T[]; users: UnitValue[] } {
   const values: T[] = [];
-  const users: string[] = [];
-  for (const { userId, value } of unit.values) {
+  const users: UnitValue[] = [];
+  for (const observer of unit.values) {
     tally.seen++;
-    const fit = toScale(value);
+    const fit = toScale(observer.value);
     if (fit === undefined) tally.excluded++;
     else {
       values.push(fit);
-      users.push(userId);
+      users.push(observer);
     }
   }
   return { values, users };
 }
 
-function pairable(tally: Tally, users: readonly string[]): boolean {
+function pairable(tally: Tally, users: readonly UnitValue[]): boolean {
   if (users.length < 2) return false;
   tally.units++;
   tally.pairableValues += users.length;
-  for (const user of users) tally.annotators.add(user);
+  for (const user of users) (user.agent === true ? tally.agents : tally.annotators).add(user.userId);
   return true;
 }
 
@@ -56,11 +57,18 @@ function stringList(stored: unknown): ReadonlySet<string> | undefined {
 /**
  * Krippendorff's alpha of `question` over `units` (one record's submitted responses each, in any
  * order), accumulated unit by unit: memory holds the coincidence matrix (distinct values, and
- * pairs of them that met), the annotators counted and one unit, never the dataset.
+ * pairs of them that met), the annotators (and agents, with `options.agents`) counted and one
+ * unit, never the dataset.
  */
-export async function measureAgreement(question: string, scale: AgreementScale, units: AsyncIterable<ResponseUnit>): Promise<AgreementBody> {
-  const tally: Tally = { units: 0, pairableValues: 0, excluded: 0, seen: 0, annotators: new Set() };
-  const counts = () => ({ units: tally.units, annotators: tally.annotators.size, pairable_values: tally.pairableValues, excluded_values: tally.excluded });
+export async function measureAgreement(question: string, scale: AgreementScale, units: AsyncIterable<ResponseUnit>, options: { readonly agents?: boolean } = {}): Promise<AgreementBody> {
+  const tally: Tally = { units: 0, pairableValues: 0, excluded: 0, seen: 0, annotators: new Set(), agents: new Set() };
+  const counts = () => ({
+    units: tally.units,
+    annotators: tally.annotators.size,
+    ...(options.agents === true ? { agents: tally.agents.size } : {}),
+    pairable_values: tally.pairableValues,
+    excluded_values: tally.excluded,
+  });
   try {
     if (scale.kind === 'multi_label') {
       const pooled = createCoincidenceMatrix();

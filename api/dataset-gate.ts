@@ -18,6 +18,15 @@ export interface DatasetGate {
   checkRecordWrite(datasetId: string, fieldToValue: Readonly<Record<string, unknown>>, response: ResponseInput): void;
   /** The same for a response to `recordId`, whose record may still be queued. */
   checkResponseWrite(recordId: string, response: ResponseInput): Promise<void>;
+  /** Suggestions sent with a new record of `datasetId` (`at`: the body path of each, by index). */
+  checkRecordSuggestions(datasetId: string, suggestions: readonly SuggestionInput[], at: (index: number) => string): void;
+  /** A suggestion for `recordId`, whose record may still be queued (found as for a response). */
+  checkSuggestionWrite(recordId: string, suggestion: SuggestionInput, at: string): Promise<void>;
+}
+
+interface SuggestionInput {
+  readonly question: string;
+  readonly value: unknown;
 }
 
 function refuse(details: readonly ErrorDetail[]): never {
@@ -47,8 +56,35 @@ export function createDatasetGate(options: {
     if (problems.length > 0) refuse(problems);
   }
 
+  /** The datasets a record id may belong to, narrowed to one when the stored record says which; [] = no definition. */
+  async function datasetsOfRecord(recordId: string): Promise<readonly CompiledDataset[]> {
+    const fingerprint = ids.recordFingerprint(recordId);
+    const candidates = fingerprint === undefined ? [] : registry.byFingerprint(fingerprint);
+    if (candidates.length <= 1) return candidates;
+    const stored = await recordDataset(recordId);
+    const known = stored === undefined ? undefined : candidates.find((c) => c.definition.id === stored);
+    return known === undefined ? candidates : [known];
+  }
+
   return {
     mode,
+    checkRecordSuggestions(datasetId, suggestions, at) {
+      const dataset = registry.byId(datasetId);
+      if (dataset === undefined) return;
+      const problems = suggestions.flatMap((s, i) => dataset.checkSuggestion(s.question, s.value, at(i)));
+      if (problems.length > 0) refuse(problems);
+    },
+    async checkSuggestionWrite(recordId, suggestion, at) {
+      const candidates = await datasetsOfRecord(recordId);
+      if (candidates.length === 0) {
+        if (mode === 'strict') throw new AppError('dataset_not_found', 'the dataset of this record has no definition (the server runs with DATASETS=strict)');
+        return;
+      }
+      // With several candidates (a fingerprint shared, the record still queued) one that takes it is enough, as for a response.
+      const problems = candidates.map((c) => c.checkSuggestion(suggestion.question, suggestion.value, at));
+      if (problems.some((p) => p.length === 0)) return;
+      refuse(problems[0]!);
+    },
     checkRecordWrite(datasetId, fieldToValue, response) {
       const dataset = registry.byId(datasetId);
       if (dataset === undefined) {
@@ -81,4 +117,6 @@ export const NO_DATASET_GATE: DatasetGate = Object.freeze({
   mode: 'open',
   checkRecordWrite: () => undefined,
   checkResponseWrite: () => Promise.resolve(),
+  checkRecordSuggestions: () => undefined,
+  checkSuggestionWrite: () => Promise.resolve(),
 });

@@ -79,6 +79,11 @@ export interface CompiledDataset {
   checkRecord(fieldToValue: Readonly<Record<string, unknown>>): ErrorDetail[];
   /** Problems of `response.values`: `submitted` needs every required question and complete rankings. */
   checkResponse(values: Readonly<Record<string, unknown>>, status: ResponseStatus): ErrorDetail[];
+  /**
+   * Problems of a suggestion (`at`: its path in the body, e.g. `suggestion`): the question must be
+   * one of the dataset's, the value one a draft response could give it (a ranking may be partial).
+   */
+  checkSuggestion(question: string, value: unknown, at: string): ErrorDetail[];
 }
 
 /**
@@ -110,8 +115,22 @@ export function compileDataset(definition: DatasetDefinition): CompiledDataset {
     const result = v.safeParse(schema, input, { abortEarly: false });
     return result.success ? [] : details(result.issues, prefix, what);
   };
+  const suggestionSchemas = new Map<string, v.GenericSchema>();
+  const suggestionSchema = (question: DatasetQuestion): v.GenericSchema => {
+    let schema = suggestionSchemas.get(question.name);
+    if (schema === undefined) {
+      schema = v.object({ value: questionSchema(question, definition.fields, false) });
+      suggestionSchemas.set(question.name, schema);
+    }
+    return schema;
+  };
   return {
     definition,
+    checkSuggestion(questionName, value, at) {
+      const question = definition.questions.find((q) => q.name === questionName);
+      if (question === undefined) return [{ path: `${at}.question`, message: `is not a question of this dataset (its questions: ${definition.questions.slice(0, MAX_LISTED_OPTIONS).map((q) => q.name).join(', ')})` }];
+      return run(suggestionSchema(question), { value }, at, 'question');
+    },
     checkRecord: (fieldToValue) => run((record ??= buildRecord()), fieldToValue, 'record.field_to_value', 'field'),
     checkResponse: (values, status) =>
       run(status === 'submitted' ? (submitted ??= buildResponse(true)) : (partial ??= buildResponse(false)), values, 'response.values', 'question'),

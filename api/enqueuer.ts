@@ -185,8 +185,9 @@ export function createBatchingEnqueuer(options: EnqueuerOptions): Enqueuer {
 
   const expired = () => unavailable(`${NOT_QUEUED_MESSAGE} in time; retry later`);
 
-  /** A response may go to any shard (the worker orders by `seq` and waits for its record); a new record only by a new id. */
-  const movable = (item: Item): boolean => item.write.kind === 'response' || item.remint !== undefined;
+  /** A response or a suggestion may go to any shard (the worker orders by `seq` and waits for its record); a new record only by a new id. */
+  const toRecord = (item: Item): boolean => item.write.kind === 'response' || item.write.kind === 'suggestion';
+  const movable = (item: Item): boolean => toRecord(item) || item.remint !== undefined;
 
   /**
    * Where a write goes: its record's shard while that one answers (or when it may not move, or
@@ -196,7 +197,7 @@ export function createBatchingEnqueuer(options: EnqueuerOptions): Enqueuer {
   function place(item: Item): { shard: number; item: Item } {
     const home = queues.forRecord(item.write.record_id).shard.index;
     if (health === undefined || health.healthy(home) || !movable(item)) return { shard: home, item };
-    if (item.write.kind === 'response') {
+    if (toRecord(item)) {
       const other = health.nextHealthy(home);
       if (other === undefined) return { shard: home, item };
       metrics.rerouted.inc({ from_shard: queues.shards[home]!.shard.label });

@@ -1,10 +1,10 @@
 import * as v from 'valibot';
-import { AcceptedBody, AgreementBody, BatchBody, ProgressBody, RecordHistoryBody, RecordPage, RecordView } from '../shared/answers.js';
+import { AcceptedBody, AgreementBody, BatchBody, ProgressBody, RecordHistoryBody, RecordPage, RecordView, SuggestionAcceptedBody } from '../shared/answers.js';
 import { DatasetListQuery, DatasetPage } from '../shared/dataset-admin.js';
 import { DatasetDefinition, DatasetDefinitionInput } from '../shared/dataset-definition.js';
 import { DeadLetterDetail, DeadLetterListQuery, DeadLetterPage, DeadLetterRequeued, DeadLetterSummary } from '../shared/dead-letter-admin.js';
 import type { ErrorCode } from '../shared/errors.js';
-import { BatchResponseToNewRecord, DatasetId, FeedbackRecordBody, feedbackBatchBody, FeedbackResponseBody, FeedbackTokenBody } from '../shared/schemas.js';
+import { BatchResponseToNewRecord, DatasetId, FeedbackRecordBody, feedbackBatchBody, FeedbackResponseBody, FeedbackSuggestionBody, FeedbackTokenBody } from '../shared/schemas.js';
 import { IDEMPOTENCY_KEY_RE } from './idempotency.js';
 import { buildOpenApiDocument, type OpenApiDocument, type OperationSpec, type Paths } from './openapi-build.js';
 import { AgreementQuery, DatasetIdParam, EXPORT_QUERY_DOC, RECORD_LIST_QUERY_DOC } from './read-query.js';
@@ -68,7 +68,13 @@ function write(spec: {
 
 /** The operation of a write kind's own endpoint, from its declaration (api/write-kinds.ts). */
 function writeKindOperation(kind: WriteKind<unknown>): OperationSpec {
-  return write({ ...kind.openapi, body: kind.schema, ...(kind.feedbackToken ? { feedbackToken: true as const } : {}) });
+  const { answer, ...openapi } = kind.openapi;
+  return write({
+    ...openapi,
+    body: kind.schema,
+    ...(kind.feedbackToken ? { feedbackToken: true as const } : {}),
+    ...(answer === undefined ? {} : { answer: { status: 200, description: 'The write is in Redis, acknowledged, and will reach MongoDB.', json: answer } }),
+  });
 }
 
 const DATASET_ID = { id: { description: 'The dataset id (`feedback_dataset_id`).', schema: DatasetId } };
@@ -86,7 +92,7 @@ const paths = (batchRequestMaxItems: number, batchBody: v.GenericSchema): Paths 
       summary: 'Several writes in one call (backfills, fleets that buffer)',
       description:
         `Up to ${batchRequestMaxItems} items (\`BATCH_REQUEST_MAX_ITEMS\`; more is 400 \`validation_failed\`), each the body of POST /feedback-record, ` +
-        'the body of POST /feedback-response, or a response to a record of an earlier item of the same call (`record_index`). Items are checked one by one: ' +
+        'the body of POST /feedback-response, the body of POST /feedback-suggestion, or a response to a record of an earlier item of the same call (`record_index`). Items are checked one by one: ' +
         'a bad item does not block the good ones. 207 once every accepted item is queued (in Redis, acknowledged); each item has its own status, in order. ' +
         'If any accepted item could not be queued the whole call is 503 and nothing is promised: retry the whole call with the same `Idempotency-Key`. ' +
         'The body limit is `BATCH_REQUEST_MAX_BYTES` instead of `BODY_LIMIT_BYTES`. A call counts as one request for the rate limit.',
@@ -275,7 +281,7 @@ const paths = (batchRequestMaxItems: number, batchBody: v.GenericSchema): Paths 
  */
 export function createOpenApiDocument(options: { batchRequestMaxItems: number }): OpenApiDocument {
   // The route checks the items one by one; the document says what each may be.
-  const FeedbackBatchBody = feedbackBatchBody(options.batchRequestMaxItems, v.union([FeedbackRecordBody, FeedbackResponseBody, BatchResponseToNewRecord]));
+  const FeedbackBatchBody = feedbackBatchBody(options.batchRequestMaxItems, v.union([FeedbackRecordBody, FeedbackResponseBody, BatchResponseToNewRecord, FeedbackSuggestionBody]));
   return buildOpenApiDocument({
     info: {
       title: 'feedback-ingest',
@@ -292,7 +298,9 @@ export function createOpenApiDocument(options: { batchRequestMaxItems: number })
       FeedbackResponseBody,
       FeedbackBatchBody,
       BatchResponseToNewRecord,
+      FeedbackSuggestionBody,
       AcceptedResponse: AcceptedBody,
+      SuggestionAcceptedResponse: SuggestionAcceptedBody,
       BatchResponse: BatchBody,
       FeedbackTokenBody,
       FeedbackTokenResponse: FeedbackTokenAnswer,

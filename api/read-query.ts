@@ -181,8 +181,8 @@ export const MAX_AGREEMENT_ANNOTATORS = 100;
 
 /**
  * The query string of `GET /datasets/{dataset_id}/agreement`: `question` (required), `level`
- * (default by question type), `annotators` (comma-separated `user_id`s), `records` (`all`;
- * `completed` is refused until records have a completion status, issue 25 §1).
+ * (default by question type), `annotators` (comma-separated `user_id`s), `records` (`all` or
+ * `completed`), `include_agents` (`true` or comma-separated agents).
  */
 export const AgreementQuery = v.strictObject({
   question: v.pipe(
@@ -209,9 +209,21 @@ export const AgreementQuery = v.strictObject({
   records: v.exactOptional(
     v.pipe(
       v.picklist(['all', 'completed'], 'must be all or completed'),
-      v.check((s) => s !== 'completed', 'records=completed needs records that carry a completion status (the completion rule of issue 25 §1), which this release does not have yet; omit it to measure every record'),
-      v.description('`all` (default). `completed` is refused (400) until datasets have a completion rule (records whose status is `completed`).'),
+      v.description("`all` (default), or `completed`: only records whose `status` is `completed` (the dataset's completion rule); a dataset without a rule has none."),
       v.metadata({ default: 'all' }),
+    ),
+  ),
+  include_agents: v.exactOptional(
+    v.pipe(
+      v.string('must be true or a comma-separated list of agents'),
+      v.description(
+        `Model suggestions as extra observers beside the annotators: \`true\` for every agent, or comma-separated agent names (at most ${MAX_AGREEMENT_ANNOTATORS}). ` +
+          'Each agent is one observer; its current suggestion for the question is its value on the record. The answer then counts them in `agents`.',
+      ),
+      v.transform((s): 'all' | string[] => (s === 'true' ? 'all' : s.split(','))),
+      v.check((list) => list === 'all' || list.every((name) => name.length > 0 && name.length <= 256), 'must be true or agent names of 1-256 characters, separated by single commas'),
+      v.check((list) => list === 'all' || list.length <= MAX_AGREEMENT_ANNOTATORS, `must name at most ${MAX_AGREEMENT_ANNOTATORS} agents`),
+      v.transform((list) => (list === 'all' ? list : [...new Set(list)])),
     ),
   ),
 });

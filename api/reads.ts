@@ -1,10 +1,12 @@
 import type { Db, Filter } from 'mongodb';
-import type { RecordPage, RecordView, ResponseView } from '../shared/answers.js';
-import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
+import type { RecordPage, RecordView, ResponseView, SuggestionView } from '../shared/answers.js';
+import type { RecordDoc, ResponseDoc, SuggestionDoc } from '../shared/documents.js';
+import { suggestionsOf } from './suggestion-reads.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { encodeCursor, type RecordListing } from './read-query.js';
 import { filterDigest, hasResponseFilter, NO_FILTERS, recordConditions, responsesMatch, type RecordFilters } from './record-filters.js';
-import { submittedUnits, type ResponseUnit, type UnitQuery } from './response-units.js';
+import type { ResponseUnit } from './response-units.js';
+import { agreementUnits, type AgreementUnitQuery } from './agreement-units.js';
 
 /** `updated_since` names more records touched by responses than one listing looks up; see {@link UPDATED_SINCE_MAX_RECORDS}. */
 export class TooManyUpdatedRecordsError extends Error {
@@ -49,8 +51,8 @@ export interface RecordReader {
    * early (`return()`, as a destroyed stream does) closes the cursor.
    */
   exportDataset(datasetId: string, filters?: RecordFilters): AsyncGenerator<string, void, undefined>;
-  /** A dataset's submitted responses to one question, one record at a time (api/response-units.ts). */
-  submittedUnits(query: UnitQuery): AsyncGenerator<ResponseUnit, void, undefined>;
+  /** A dataset's submitted responses to one question, one record at a time (api/response-units.ts), with agents and filters (api/agreement-units.ts). */
+  submittedUnits(query: AgreementUnitQuery): AsyncGenerator<ResponseUnit, void, undefined>;
 }
 
 interface RecordReaderOptions {
@@ -61,7 +63,7 @@ function responseView(doc: ResponseDoc): ResponseView {
   return { feedback_response_id: doc._id, user_id: doc.user_id, status: doc.status, values: doc.values, created_at: doc.created_at.toISOString(), updated_at: doc.updated_at.toISOString() };
 }
 
-function recordView(doc: RecordDoc, responses: readonly ResponseDoc[] | undefined): RecordView {
+function recordView(doc: RecordDoc, responses: readonly ResponseDoc[] | undefined, suggestions?: readonly SuggestionView[]): RecordView {
   return {
     feedback_record_id: doc._id,
     feedback_dataset_id: doc.feedback_dataset_id,
@@ -72,6 +74,7 @@ function recordView(doc: RecordDoc, responses: readonly ResponseDoc[] | undefine
     created_at: doc.created_at.toISOString(),
     updated_at: doc.updated_at.toISOString(),
     ...(responses === undefined ? {} : { responses: responses.map(responseView) }),
+    ...(suggestions === undefined ? {} : { suggestions: [...suggestions] }),
   };
 }
 
@@ -101,6 +104,7 @@ function keysetAfter(at: Position, dir: 1 | -1): Filter<RecordDoc> {
 export function createRecordReader(options: RecordReaderOptions): RecordReader {
   const records = options.db.collection<RecordDoc>(COLLECTIONS.records);
   const responses = options.db.collection<ResponseDoc>(COLLECTIONS.responses);
+  const suggestions = options.db.collection<SuggestionDoc>(COLLECTIONS.suggestions);
   /** The responses of `recordIds`, by record id: one `$in`, served by the (record, user) index. */
   async function responsesOf(recordIds: readonly string[]): Promise<Map<string, ResponseDoc[]>> {
     const byRecord = new Map<string, ResponseDoc[]>(recordIds.map((id) => [id, []]));
@@ -127,12 +131,13 @@ export function createRecordReader(options: RecordReaderOptions): RecordReader {
   }
 
   return {
-    submittedUnits: (query) => submittedUnits(responses, query),
+    submittedUnits: (query) => agreementUnits({ records, responses, suggestions }, query),
 
     async getRecord(id) {
       const doc = await records.findOne({ _id: id });
       if (doc === null) return undefined;
-      return recordView(doc, (await responsesOf([id])).get(id));
+      const [byRecord, suggested] = await Promise.all([responsesOf([id]), suggestionsOf(suggestions, [id])]);
+      return recordView(doc, byRecord.get(id), suggested.get(id));
     },
 
     async listRecords(datasetId, listing) {
@@ -211,10 +216,11 @@ export function createRecordReader(options: RecordReaderOptions): RecordReader {
           if (doc !== null) batch.push(doc);
           // Flush when the driver's batch is used up (the next record needs a getMore) or at the end.
           if (batch.length > 0 && (doc === null || cursor.bufferedCount() === 0 || batch.length >= EXPORT_BATCH_RECORDS)) {
-            const byRecord = await responsesOf(batch.map((d) => d._id));
+            const ids = batch.map((d) => d._id);
+            const [byRecord, suggested] = await Promise.all([responsesOf(ids), suggestionsOf(suggestions, ids)]);
             for (const record of batch) {
               const list = byRecord.get(record._id);
-              if (responsesMatch(filters, list)) yield `${JSON.stringify(recordView(record, list))}\n`;
+              if (responsesMatch(filters, list)) yield `${JSON.stringify(recordView(record, list, suggested.get(record._id)))}\n`;
             }
             batch = [];
           }

@@ -3,8 +3,11 @@ import type { ResponseDoc } from '../shared/documents.js';
 
 /** One annotator's stored value for the question (undefined: the response does not answer it). */
 export interface UnitValue {
+  /** The annotator's `user_id`, or the agent's name when `agent` is true. */
   readonly userId: string;
   readonly value: unknown;
+  /** A model's suggestion (api/agreement-units.ts), not an annotator's response. */
+  readonly agent?: true;
 }
 
 /** A record's submitted responses to one question: a unit of the reliability data. */

@@ -1,8 +1,8 @@
 import type * as v from 'valibot';
-import type { AcceptedBody } from '../shared/answers.js';
+import { SuggestionAcceptedBody, type WriteAnswer } from '../shared/answers.js';
 import { AppError, type ErrorCode } from '../shared/errors.js';
 import type { IdMinter } from '../shared/ids.js';
-import { FeedbackRecordBody, FeedbackResponseBody, type Write } from '../shared/schemas.js';
+import { FeedbackRecordBody, FeedbackResponseBody, FeedbackSuggestionBody, type StoredSuggestion, type SuggestionInput, type Write } from '../shared/schemas.js';
 import type { DatasetGate } from './dataset-gate.js';
 import type { FeedbackTokenScope } from './feedback-tokens.js';
 import type { AuthenticatedKey } from './key-verifier.js';
@@ -19,11 +19,12 @@ import { mayWriteDataset } from './scopes.js';
 /** A write ready to be queued, and what the caller is told once it is. */
 export interface BuiltWrite {
   readonly write: Write;
-  readonly answer: AcceptedBody;
+  readonly answer: WriteAnswer;
 }
 
-/** What the caller of a single write is told: the ids as queued, the response's status. */
-export function acceptedAnswer(write: Write): AcceptedBody {
+/** What the caller of a single write is told: the ids as queued (and a response's status). */
+export function acceptedAnswer(write: Write): WriteAnswer {
+  if (write.kind === 'suggestion') return { feedback_record_id: write.record_id, feedback_suggestion_id: write.suggestion.suggestion_id };
   return { feedback_record_id: write.record_id, feedback_response_id: write.response_id, status: write.response.status };
 }
 
@@ -50,7 +51,14 @@ export interface WriteKind<Body> {
   /** Mints the ids (from `seed` for an idempotent call: a retry mints the same) and builds the write. */
   build(body: Body, wc: WriteContext, seed: string | undefined): BuiltWrite;
   /** What the OpenAPI document says of its endpoint (the body schema, answers and write codes come from the rest). */
-  readonly openapi: { readonly operationId: string; readonly summary: string; readonly description: string; readonly codes: readonly ErrorCode[] };
+  readonly openapi: {
+    readonly operationId: string;
+    readonly summary: string;
+    readonly description: string;
+    readonly codes: readonly ErrorCode[];
+    /** The 200 body, when it is not the response kinds' `AcceptedBody`. */
+    readonly answer?: v.GenericSchema;
+  };
 }
 
 /** `POST /feedback-record`: a record of a dataset with its first response (live chatbots). */
@@ -65,6 +73,7 @@ export const recordWrite: WriteKind<FeedbackRecordBody> = {
       throw new AppError('forbidden', `this API key may not write to the dataset ${JSON.stringify(datasetId)}`);
     }
     wc.datasets.checkRecordWrite(datasetId, body.record.field_to_value, body.response);
+    if (body.suggestions !== undefined) wc.datasets.checkRecordSuggestions(datasetId, body.suggestions, (i) => `suggestions[${i}]`);
   },
   build(body, wc, seed) {
     const datasetId = body.record.feedback_dataset_id;
@@ -80,13 +89,16 @@ export const recordWrite: WriteKind<FeedbackRecordBody> = {
       response_id: responseId,
       record: body.record,
       response: { status: body.response.status, values: body.response.values, user_id: userId },
+      ...(body.suggestions === undefined || body.suggestions.length === 0 ? {} : { suggestions: body.suggestions.map((s) => storedSuggestion(s, recordId, wc)) }),
     };
     return { write, answer: acceptedAnswer(write) };
   },
   openapi: {
     operationId: 'postFeedbackRecord',
     summary: 'Create a record and its first response',
-    description: 'Live chatbot use: one record plus its first response per call. The API mints both ids before queueing.',
+    description:
+      'Live chatbot use: one record plus its first response per call. The API mints both ids before queueing. ' +
+      'Optional `suggestions`: model suggestions stored with the record, each as POST /feedback-suggestion would store it (in the order of the list: a later one for the same question and agent wins).',
     codes: ['dataset_not_found'],
   },
 };
@@ -131,8 +143,54 @@ export const responseWrite: WriteKind<FeedbackResponseBody> = {
   },
 };
 
+/** A suggestion as queued: the agent named (default the key's name), its id minted from (record, question, agent). */
+function storedSuggestion(s: SuggestionInput, recordId: string, wc: WriteContext): StoredSuggestion {
+  const agent = s.agent ?? wc.key.name;
+  return {
+    suggestion_id: wc.ids.suggestionId(recordId, s.question, agent),
+    question: s.question,
+    value: s.value,
+    ...(s.score === undefined ? {} : { score: s.score }),
+    agent,
+  };
+}
+
+/** `POST /feedback-suggestion`: add or replace a model's suggestion for one question of an existing record. */
+export const suggestionWrite: WriteKind<FeedbackSuggestionBody> = {
+  path: '/feedback-suggestion',
+  endpoint: 'feedback-suggestion',
+  schema: FeedbackSuggestionBody,
+  feedbackToken: false,
+  async check(body, wc) {
+    checkResponseTarget(wc, body.feedback_record_id);
+    await wc.datasets.checkSuggestionWrite(body.feedback_record_id, body.suggestion, 'suggestion');
+  },
+  build(body, wc) {
+    const write: Write = {
+      kind: 'suggestion',
+      request_id: wc.requestId,
+      accepted_at: Date.now(),
+      api_key: wc.key.name,
+      record_id: body.feedback_record_id,
+      suggestion: storedSuggestion(body.suggestion, body.feedback_record_id, wc),
+    };
+    return { write, answer: acceptedAnswer(write) };
+  },
+  openapi: {
+    operationId: 'postFeedbackSuggestion',
+    summary: "Add or replace a model's suggestion for one question of a record",
+    description:
+      'Model-assisted annotation: one current suggestion per (record, question, agent); a later call for the same triple replaces `value` and `score` and keeps the suggestion id, ' +
+      'ordered and idempotent like responses (an earlier-accepted suggestion never overwrites a later one). `agent` defaults to the API key\'s name. ' +
+      'With a dataset definition the question must be one of its questions and the value one a draft response could give it. ' +
+      'Read back with the record (GET /feedback-record/{id}) and in the export; compared with the annotators by GET /datasets/{dataset_id}/agreement?include_agents=.',
+    codes: ['record_not_found', 'dataset_not_found'],
+    answer: SuggestionAcceptedBody,
+  },
+};
+
 /** Every kind with an endpoint of its own, in the order the OpenAPI document lists them. */
-export const WRITE_KINDS: readonly WriteKind<unknown>[] = [recordWrite, responseWrite];
+export const WRITE_KINDS: readonly WriteKind<unknown>[] = [recordWrite, responseWrite, suggestionWrite];
 
 /**
  * 404 when no record was ever accepted with the id `recordId` (its tag does not verify), 403 when

@@ -10,7 +10,7 @@ import type { IdempotencyStore } from './idempotency.js';
 import { idempotentCall, readIdempotencyKey } from './idempotent-call.js';
 import { parseBody } from './parse-input.js';
 import { authenticatedKey, type ApiContext } from './state.js';
-import { acceptedAnswer, recordWrite, responseWrite, type BuiltWrite, type WriteContext, type WriteKind } from './write-kinds.js';
+import { acceptedAnswer, recordWrite, responseWrite, suggestionWrite, type BuiltWrite, type WriteContext, type WriteKind } from './write-kinds.js';
 
 /*
  * The one write pipeline: a request body becomes queued writes through the declarations of
@@ -150,6 +150,7 @@ async function prepareItem(wc: WriteContext, item: unknown, index: number, seed:
   const kind = batchItemKind(item);
   if (kind === 'record') return prepare(recordWrite, parseBody(recordWrite.schema, item), wc, seed);
   if (kind === 'response') return prepare(responseWrite, parseBody(responseWrite.schema, item), wc, seed);
+  if (kind === 'suggestion') return prepare(suggestionWrite, parseBody(suggestionWrite.schema, item), wc, seed);
   const body = parseBody(BatchResponseToNewRecord, item);
   if (body.record_index >= index) {
     throw new AppError('validation_failed', 'record_index must be the index of an earlier item', {

@@ -2,7 +2,7 @@ import type { ErrorDetail } from '../shared/errors.js';
 import { FeedbackApiError, type FeedbackErrorCode } from './errors.js';
 import { ndjsonValues } from './ndjson.js';
 import { DEFAULT_RETRY_POLICY, nextStep, parseRetryAfter, type AttemptOutcome, type RetryPolicy } from './retry.js';
-import type { Accepted, Agreement, AgreementQuery, BatchItemInput, BatchResult, ListRecordsQuery, Progress, RecordFiltersQuery, RecordHistory, RecordInput, RecordPage, RecordView, ResponseInput } from './types.js';
+import type { Accepted, Agreement, AgreementQuery, BatchItemInput, BatchResult, ListRecordsQuery, Progress, RecordFiltersQuery, RecordHistory, RecordInput, RecordPage, RecordView, ResponseInput, SuggestionAccepted, SuggestionInput } from './types.js';
 
 export { FeedbackApiError, isFeedbackApiError, type FeedbackErrorCode } from './errors.js';
 export { DEFAULT_RETRY_POLICY, isRetryable, nextStep, parseRetryAfter, retryDelayMs, type AttemptOutcome, type RetryDecision, type RetryPolicy } from './retry.js';
@@ -42,10 +42,12 @@ export interface CallOptions {
 }
 
 export interface FeedbackClient {
-  /** `POST /feedback-record`: a record and its first response. */
+  /** `POST /feedback-record`: a record and its first response (and, optionally, model suggestions). */
   createRecord(body: RecordInput, options?: CallOptions): Promise<Accepted>;
   /** `POST /feedback-response`: a response to a record (a later one by the same annotator updates it). */
   respond(body: ResponseInput, options?: CallOptions): Promise<Accepted>;
+  /** `POST /feedback-suggestion`: a model's suggestion for one question of a record (a later one by the same agent replaces it). */
+  suggest(body: SuggestionInput, options?: CallOptions): Promise<SuggestionAccepted>;
   /**
    * `POST /feedback-batch`: up to 500 items (the service's `BATCH_REQUEST_MAX_ITEMS`) in one call.
    * Resolves with each item's outcome, in order: check each item's `status` (refused items do not
@@ -118,7 +120,7 @@ function queryString(query: ListRecordsQuery | RecordFiltersQuery | AgreementQue
       for (const [key, item] of Object.entries(value as Record<string, unknown>)) params.set(`metadata.${key}`, String(item));
       continue;
     }
-    // A list (annotators) is one comma-separated parameter: the API refuses a repeated one.
+    // A list (annotators, include_agents) is one comma-separated parameter: the API refuses a repeated one.
     params.set(name, value instanceof Date ? value.toISOString() : Array.isArray(value) ? value.join(',') : String(value));
   }
   const text = params.toString();
@@ -223,6 +225,7 @@ export function createFeedbackClient(options: FeedbackClientOptions): FeedbackCl
   const client: FeedbackClient = {
     createRecord: (body, callOptions) => post<Accepted>('/feedback-record', body, callOptions),
     respond: (body, callOptions) => post<Accepted>('/feedback-response', body, callOptions),
+    suggest: (body, callOptions) => post<SuggestionAccepted>('/feedback-suggestion', body, callOptions),
     createRecords: (items, callOptions) => post<BatchResult>('/feedback-batch', { items }, callOptions),
     getRecord: (id, callOptions) => get<RecordView>(`/feedback-record/${segment(id)}`, callOptions),
     listRecords: (datasetId, query = {}, callOptions) => get<RecordPage>(`/datasets/${segment(datasetId)}/records${queryString(query)}`, callOptions),

@@ -1,5 +1,5 @@
 import type * as v from 'valibot';
-import type { BatchResponseToNewRecord, FeedbackBatchItem, FeedbackRecordBody, FeedbackResponseBody } from '../shared/schemas.js';
+import type { BatchResponseToNewRecord, FeedbackBatchItem, FeedbackRecordBody, FeedbackResponseBody, FeedbackSuggestionBody } from '../shared/schemas.js';
 
 /*
  * The wire types of the client, derived from the valibot schemas the API validates with
@@ -11,17 +11,19 @@ import type { BatchResponseToNewRecord, FeedbackBatchItem, FeedbackRecordBody, F
 export type RecordInput = v.InferInput<typeof FeedbackRecordBody>;
 /** Body of `respond` (`POST /feedback-response`). */
 export type ResponseInput = v.InferInput<typeof FeedbackResponseBody>;
+/** Body of `suggest` (`POST /feedback-suggestion`): a model's suggestion for one question of a record. */
+export type SuggestionInput = v.InferInput<typeof FeedbackSuggestionBody>;
 /** A batch item answering the record of the earlier item `record_index` of the same batch. */
 export type ResponseToBatchRecordInput = v.InferInput<typeof BatchResponseToNewRecord>;
 /** One item of `createRecords` (`POST /feedback-batch`). */
 export type BatchItemInput = FeedbackBatchItem;
 
-export type { AcceptedBody as Accepted, BatchBody as BatchResult, BatchItemResult } from '../shared/answers.js';
+export type { AcceptedBody as Accepted, SuggestionAcceptedBody as SuggestionAccepted, BatchBody as BatchResult, BatchItemResult } from '../shared/answers.js';
 export type { ResponseStatus } from '../shared/schemas.js';
 export type { ErrorDetail } from '../shared/errors.js';
 
 /** What the read API answers (GET /feedback-record/{id}, /datasets/{id}/records, /datasets/{id}/export, /datasets/{id}/agreement). */
-export type { AgreementBody as Agreement, RecordPage, RecordView, ResponseView } from '../shared/answers.js';
+export type { AgreementBody as Agreement, RecordPage, RecordView, ResponseView, SuggestionView } from '../shared/answers.js';
 export type { ProgressBody as Progress, RecordHistoryBody as RecordHistory } from '../shared/answers.js';
 export type { AgreementLevel } from '../shared/agreement.js';
 
@@ -62,4 +64,8 @@ export interface AgreementQuery {
   readonly level?: 'nominal' | 'ordinal' | 'interval' | 'ratio';
   /** Only these annotators' responses (`user_id`s without commas; at most 100). */
   readonly annotators?: readonly string[];
+  /** `completed`: only records whose status is `completed` (the dataset's completion rule). Default `all`. */
+  readonly records?: 'all' | 'completed';
+  /** Agents' suggestions as observers beside the annotators: `true` for every agent, or these agents (at most 100). */
+  readonly include_agents?: true | readonly string[];
 }

@@ -16,6 +16,16 @@ export const AcceptedBody = v.object({
 });
 export type AcceptedBody = v.InferOutput<typeof AcceptedBody>;
 
+/** The 200 body of `POST /feedback-suggestion`, and the `result` of an accepted suggestion batch item. */
+export const SuggestionAcceptedBody = v.object({
+  feedback_record_id: v.string(),
+  feedback_suggestion_id: v.pipe(v.string(), v.description('The same for the same (record, question, agent): a later call replaces that suggestion.')),
+});
+export type SuggestionAcceptedBody = v.InferOutput<typeof SuggestionAcceptedBody>;
+
+/** What a write call is told once its write is queued. */
+export type WriteAnswer = AcceptedBody | SuggestionAcceptedBody;
+
 /** What a batch item can be refused with: the refusals of the checks a single write passes before it is queued. */
 export const BATCH_ITEM_CODES = ['validation_failed', 'forbidden', 'record_not_found', 'dataset_not_found'] as const satisfies readonly ErrorCode[];
 export type BatchItemCode = (typeof BATCH_ITEM_CODES)[number];
@@ -24,7 +34,7 @@ const ItemIndex = v.pipe(v.number(), v.integer(), v.minValue(0), v.description('
 
 /** One batch item's outcome, at its place in the answer: `status` is what a single call would have answered. */
 const BatchItemResult = v.union([
-  v.object({ index: ItemIndex, status: v.literal(200), result: AcceptedBody }),
+  v.object({ index: ItemIndex, status: v.literal(200), result: v.union([AcceptedBody, SuggestionAcceptedBody]) }),
   v.object({
     index: ItemIndex,
     status: v.pipe(v.number(), v.integer(), v.description('The HTTP status a single call would have had: 400, 403 or 404.')),
@@ -52,6 +62,18 @@ export const ResponseView = v.object({
 });
 export type ResponseView = v.InferOutput<typeof ResponseView>;
 
+/** A record's current suggestion for one (question, agent), as the read endpoints show it. */
+export const SuggestionView = v.object({
+  feedback_suggestion_id: v.string(),
+  question: v.string(),
+  agent: v.string(),
+  value: v.unknown(),
+  score: v.exactOptional(v.number()),
+  created_at: v.pipe(v.string(), v.description('ISO 8601; acceptance time of the first suggestion of this (question, agent).')),
+  updated_at: v.pipe(v.string(), v.description('ISO 8601; acceptance time of the suggestion shown.')),
+});
+export type SuggestionView = v.InferOutput<typeof SuggestionView>;
+
 /** A record as the read endpoints show it, with its responses unless the listing left them out. */
 export const RecordView = v.object({
   feedback_record_id: v.string(),
@@ -63,6 +85,7 @@ export const RecordView = v.object({
   created_at: v.pipe(v.string(), v.description("ISO 8601; the API's acceptance time. With `_id`, the listing's order.")),
   updated_at: v.pipe(v.string(), v.description('ISO 8601; equal to `created_at` (a record does not change; its responses do).')),
   responses: v.exactOptional(v.pipe(v.array(ResponseView), v.description('Oldest first. Absent with `responses=false`.'))),
+  suggestions: v.exactOptional(v.pipe(v.array(SuggestionView), v.description('Model suggestions, one per (question, agent), by question then agent. On GET /feedback-record/{id} and the export; absent when the record has none.'))),
 });
 export type RecordView = v.InferOutput<typeof RecordView>;
 
@@ -86,6 +109,7 @@ export const AgreementBody = v.object({
   alpha: Alpha,
   units: Count('Pairable units: records with values from at least two annotators.'),
   annotators: Count('Distinct annotators with a value in a pairable unit.'),
+  agents: v.exactOptional(Count('With `include_agents`: distinct agents (suggestions) with a value in a pairable unit; they are observers beside the annotators.')),
   pairable_values: Count('n: the values in pairable units (one per annotator and record).'),
   excluded_values: Count("Stored values left out as missing because they do not fit the question's scale now (not one of its options or values, a wrong type), e.g. written before its definition changed."),
   options: v.exactOptional(

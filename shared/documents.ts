@@ -60,3 +60,21 @@ export interface ResponseVersionDoc {
   updated_at: Date;
   request_id: string;
 }
+
+/** A record's current suggestion for one (question, agent), in `feedback_suggestions` (worker/suggestions.ts). */
+export interface SuggestionDoc {
+  /** Minted from (record, question, agent): a later suggestion of the triple replaces it. */
+  _id: string;
+  feedback_record_id: string;
+  feedback_dataset_id: string;
+  question: string;
+  agent: string;
+  value: unknown;
+  score?: number;
+  /** Acceptance order of the suggestion stored; one with a lower order never replaces it. */
+  seq: number;
+  api_key: string;
+  request_id: string;
+  created_at: Date;
+  updated_at: Date;
+}

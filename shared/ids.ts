@@ -3,6 +3,7 @@ import { hmacSha256, sha256 } from './digest.js';
 
 const RECORD_PREFIX = 'rec_';
 const RESPONSE_PREFIX = 'rsp_';
+const SUGGESTION_PREFIX = 'sug_';
 const BODY_BYTES = 16;
 const TAG_BYTES = 9;
 /** What a record id's tag is an HMAC of, before the id's body: keeps the tag apart from any other use of the secret. */
@@ -49,6 +50,8 @@ export interface IdMinter {
   recordFingerprint(recordId: string): number | undefined;
   /** The response id of a (record, annotator) pair; stable, so updates keep it. */
   responseId(recordId: string, userId: string): string;
+  /** The suggestion id of a (record, question, agent): stable, so a later suggestion replaces it. */
+  suggestionId(recordId: string, question: string, agent: string): string;
 }
 
 /**
@@ -141,6 +144,10 @@ export function createIdMinter(secrets: readonly string[]): IdMinter {
     responseId(recordId, userId) {
       const digest = sha256(`response\0${recordId}\0${userId}`);
       return RESPONSE_PREFIX + digest.subarray(0, BODY_BYTES).toString('base64url');
+    },
+    suggestionId(recordId, question, agent) {
+      const digest = sha256(`suggestion\0${recordId}\0${question}\0${agent}`);
+      return SUGGESTION_PREFIX + digest.subarray(0, BODY_BYTES).toString('base64url');
     },
   };
 }

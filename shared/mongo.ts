@@ -4,6 +4,8 @@ import type { Config } from './config.js';
 export const COLLECTIONS = {
   records: 'feedback_records',
   responses: 'feedback_responses',
+  /** Model suggestions, one per (record, question, agent) (worker/suggestions.ts). */
+  suggestions: 'feedback_suggestions',
   /** Small service state, e.g. the acceptance-order floor (api/order-floor.ts). */
   meta: 'feedback_meta',
   deadLetters: 'feedback_dead_letters',

@@ -231,6 +231,13 @@ export const optionText = (max: number) =>
     requiredString(max),
     v.check((s) => !CONTROL_CHARACTER.test(s), 'must not contain control characters (U+0000-U+001F, U+007F-U+009F)'),
   );
+/** A question name (a `values` key): the key-name rules of every stored key. */
+function questionNameSchema() {
+  return v.pipe(
+    v.string('must be a string'),
+    v.check((key: string) => keyNameProblem(key) === undefined, 'must be a valid key name (1-200 characters, not starting with $, no . or NUL, not __proto__, constructor or prototype)'),
+  );
+}
 const UserId = requiredString(256);
 const RecordId = requiredString(200);
 const ExternalId = requiredString(1024);
@@ -261,8 +268,55 @@ const ResponseInput = withValuesFilledUnlessDiscarded(
   }),
 );
 
+/** Most suggestions one `POST /feedback-record` may carry. */
+export const RECORD_MAX_SUGGESTIONS = 100;
+
+/**
+ * Any JSON value but null, whose objects follow the key-name rules of {@link jsonObject} (a
+ * suggestion's `value`, one level below `level`). Missing is "is required".
+ */
+function jsonValue(level: number) {
+  const wrapped = jsonObject(level - 1);
+  return v.pipe(
+    v.unknown(),
+    v.check((x) => x !== undefined, 'is required'),
+    v.check((x) => x !== null, 'must not be null'),
+    v.check((x) => x === undefined || x === null || v.is(wrapped, { value: x }), 'must be a JSON value whose object keys follow the key-name rules and whose numbers are finite'),
+    v.description('Any JSON value but null: checked like a response value of the question when the dataset has a definition.'),
+  );
+}
+
+/** An agent that suggests (a model, a rule): a name without control characters. */
+const AgentName = v.pipe(
+  requiredString(256),
+  v.check((s) => !CONTROL_CHARACTER.test(s), 'must not contain control characters (U+0000-U+001F, U+007F-U+009F)'),
+);
+
+/** A model's suggestion for one question of a record, as sent. */
+const SuggestionInput = closedObject({
+  question: v.pipe(questionNameSchema(), v.description('The question (`values` key) suggested for.')),
+  value: jsonValue(4),
+  score: v.exactOptional(v.pipe(v.number('must be a number'), v.minValue(0, 'must be from 0 to 1'), v.maxValue(1, 'must be from 0 to 1'), v.description('The agent\'s confidence, 0 to 1.'))),
+  agent: v.exactOptional(v.pipe(AgentName, v.description('Who suggests (a model name and version); default the API key\'s name. One current suggestion per (record, question, agent).'))),
+}, 'must be a JSON object');
+export type SuggestionInput = v.InferOutput<typeof SuggestionInput>;
+
+/** Body of `POST /feedback-suggestion`. */
+export const FeedbackSuggestionBody = closedObject({ feedback_record_id: RecordId, suggestion: SuggestionInput }, 'must be a JSON object');
+export type FeedbackSuggestionBody = v.InferOutput<typeof FeedbackSuggestionBody>;
+
 /** Body of `POST /feedback-record`. */
-export const FeedbackRecordBody = closedObject({ record: RecordInput, response: FirstResponseInput }, 'must be a JSON object');
+export const FeedbackRecordBody = closedObject({
+  record: RecordInput,
+  response: FirstResponseInput,
+  suggestions: v.exactOptional(
+    v.pipe(
+      v.array(SuggestionInput, 'must be a list of suggestions'),
+      v.maxLength(RECORD_MAX_SUGGESTIONS, `must hold at most ${RECORD_MAX_SUGGESTIONS} suggestions`),
+      v.description('Model suggestions stored with the record, as POST /feedback-suggestion would store each.'),
+    ),
+  ),
+}, 'must be a JSON object');
 export type FeedbackRecordBody = v.InferOutput<typeof FeedbackRecordBody>;
 
 /** Body of `POST /feedback-response`. */
@@ -273,10 +327,7 @@ export type FeedbackResponseBody = v.InferOutput<typeof FeedbackResponseBody>;
 export const FEEDBACK_TOKEN_MAX_QUESTIONS = 100;
 
 /** A `values` key a feedback token may write: the key-name rules of every stored key. */
-const QuestionName = v.pipe(
-  v.string('must be a string'),
-  v.check((key) => keyNameProblem(key) === undefined, 'must be a valid key name (1-200 characters, not starting with $, no . or NUL, not __proto__, constructor or prototype)'),
-);
+const QuestionName = questionNameSchema();
 
 /** Body of `POST /feedback-tokens`: the scope of a browser feedback token. */
 export const FeedbackTokenBody = closedObject(
@@ -306,16 +357,21 @@ export const BatchResponseToNewRecord = closedObject({
 export type BatchResponseToNewRecord = v.InferOutput<typeof BatchResponseToNewRecord>;
 
 /** One item of a batch, as sent: a record body, a response body, or a response to a record of the same batch. */
-export type FeedbackBatchItem = v.InferInput<typeof FeedbackRecordBody> | v.InferInput<typeof FeedbackResponseBody> | v.InferInput<typeof BatchResponseToNewRecord>;
+export type FeedbackBatchItem =
+  | v.InferInput<typeof FeedbackRecordBody>
+  | v.InferInput<typeof FeedbackResponseBody>
+  | v.InferInput<typeof BatchResponseToNewRecord>
+  | v.InferInput<typeof FeedbackSuggestionBody>;
 
 /**
  * What a batch item is meant to be, from its shape: `record` → a record with its first response
- * ({@link FeedbackRecordBody}), `record_index` → a response to a record of the same batch
+ * ({@link FeedbackRecordBody}), `suggestion` → a suggestion ({@link FeedbackSuggestionBody}), `record_index` → a response to a record of the same batch
  * ({@link BatchResponseToNewRecord}), else a response body ({@link FeedbackResponseBody}); so a bad
  * item's details name the fields of what it was meant to be.
  */
-export function batchItemKind(item: unknown): 'record' | 'response_to_batch_record' | 'response' {
+export function batchItemKind(item: unknown): 'record' | 'response_to_batch_record' | 'response' | 'suggestion' {
   if (isPlainObject(item) && Object.hasOwn(item, 'record')) return 'record';
+  if (isPlainObject(item) && Object.hasOwn(item, 'suggestion')) return 'suggestion';
   if (isPlainObject(item) && Object.hasOwn(item, 'record_index')) return 'response_to_batch_record';
   return 'response';
 }
@@ -339,7 +395,7 @@ export function feedbackBatchBody(maxItems: number, item: v.GenericSchema = v.un
 const StoredResponse = withValuesFilledUnlessDiscarded(v.strictObject({ status: ResponseStatus, values: jsonObject(3), user_id: UserId }));
 type StoredResponse = v.InferOutput<typeof StoredResponse>;
 
-const writeCommon = {
+const writeBase = {
   /** The API's request id, carried into the worker's logs. */
   request_id: v.pipe(v.string(), v.maxLength(200)),
   /** When the API accepted the write, ms since the epoch. */
@@ -347,7 +403,6 @@ const writeCommon = {
   /** Name of the API key that wrote it. */
   api_key: v.pipe(v.string(), v.minLength(1), v.maxLength(64)),
   record_id: RecordId,
-  response_id: v.pipe(v.string(), v.minLength(1), v.maxLength(200)),
   /**
    * Acceptance order: set by the API on every write (shared/order-clock.ts), kept when a dead
    * letter is re-queued so that the write keeps its place. The worker stores a response version
@@ -357,12 +412,40 @@ const writeCommon = {
   seq: v.exactOptional(v.pipe(v.number(), v.safeInteger(), v.minValue(0))),
 };
 
-export const RecordWrite = v.strictObject({ kind: v.literal('record'), ...writeCommon, record: RecordInput, response: StoredResponse });
+const writeCommon = { ...writeBase, response_id: v.pipe(v.string(), v.minLength(1), v.maxLength(200)) };
+
+/** A suggestion as queued: its id minted from (record, question, agent), the agent named. */
+const StoredSuggestion = v.strictObject({
+  suggestion_id: v.pipe(v.string(), v.minLength(1), v.maxLength(200)),
+  question: questionNameSchema(),
+  value: jsonValue(5),
+  score: v.exactOptional(v.pipe(v.number(), v.minValue(0), v.maxValue(1))),
+  agent: AgentName,
+});
+export type StoredSuggestion = v.InferOutput<typeof StoredSuggestion>;
+
+export const RecordWrite = v.strictObject({
+  kind: v.literal('record'),
+  ...writeCommon,
+  record: RecordInput,
+  response: StoredResponse,
+  /** Stored with the record's acceptance order, as suggestion writes of their own would be. */
+  suggestions: v.exactOptional(v.pipe(v.array(StoredSuggestion), v.maxLength(RECORD_MAX_SUGGESTIONS))),
+});
 export type RecordWrite = v.InferOutput<typeof RecordWrite>;
 
 const ResponseWrite = v.strictObject({ kind: v.literal('response'), ...writeCommon, response: StoredResponse });
 export type ResponseWrite = v.InferOutput<typeof ResponseWrite>;
 
-/** One write carried by a job: a record with its first response, or a response to a record. */
-export const Write = v.variant('kind', [RecordWrite, ResponseWrite]);
+/** A model's suggestion for one question of a stored (or queued) record. */
+const SuggestionWrite = v.strictObject({ kind: v.literal('suggestion'), ...writeBase, suggestion: StoredSuggestion });
+export type SuggestionWrite = v.InferOutput<typeof SuggestionWrite>;
+
+/** One write carried by a job: a record with its first response, a response to a record, or a suggestion. */
+export const Write = v.variant('kind', [RecordWrite, ResponseWrite, SuggestionWrite]);
 export type Write = v.InferOutput<typeof Write>;
+
+/** The id of the document a write stores or updates besides its record: its response, or its suggestion. */
+export function writeTargetId(w: Write): string {
+  return w.kind === 'suggestion' ? w.suggestion.suggestion_id : w.response_id;
+}

@@ -1,6 +1,6 @@
 import type { Document, Filter, UpdateFilter } from 'mongodb';
 import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
-import type { RecordWrite, ResponseWrite, Write } from '../shared/schemas.js';
+import type { RecordWrite, ResponseWrite, SuggestionWrite, Write } from '../shared/schemas.js';
 
 /** A validated write with its place in the acceptance order. */
 export interface SequencedWrite {
@@ -46,11 +46,17 @@ export function firstResponseDoc(item: SequencedWrite & { readonly write: Record
   };
 }
 
-export interface ResponseUpdate {
-  readonly filter: Filter<ResponseDoc>;
+/** A conditional upsert of one document version kept in acceptance order (`seq`): see updates.ts. */
+export interface ConditionalUpdate<D> {
+  readonly filter: Filter<D>;
   /** An update document, or a pipeline (worker/response-history.ts). */
-  readonly update: UpdateFilter<ResponseDoc> | Document[];
+  readonly update: UpdateFilter<D> | Document[];
 }
+
+export type ResponseUpdate = ConditionalUpdate<ResponseDoc>;
+
+/** A write that carries a response version: a record's first response, or a response. */
+export type ResponseCarrying = SequencedWrite & { readonly write: RecordWrite | ResponseWrite };
 
 /**
  * The conditional upsert of one response version. It matches a stored version accepted earlier,
@@ -59,8 +65,8 @@ export interface ResponseUpdate {
  * caller reads as "stale" after one check (see updates.ts). `createdAt` is the time of the
  * earliest version of the pair the caller knows of.
  */
-export function responseUpdate(item: SequencedWrite, datasetId: string, createdAt: number): ResponseUpdate {
-  const w = item.write as Write;
+export function responseUpdate(item: ResponseCarrying, datasetId: string, createdAt: number): ResponseUpdate {
+  const w = item.write;
   return {
     filter: { _id: w.response_id, seq: { $lte: item.seq } },
     update: {
@@ -76,4 +82,12 @@ export function isRecordWrite(item: SequencedWrite): item is SequencedWrite & { 
 
 export function isResponseWrite(item: SequencedWrite): item is SequencedWrite & { readonly write: ResponseWrite } {
   return item.write.kind === 'response';
+}
+
+export function isSuggestionWrite(item: SequencedWrite): item is SequencedWrite & { readonly write: SuggestionWrite } {
+  return item.write.kind === 'suggestion';
+}
+
+export function carriesResponse(item: SequencedWrite): item is ResponseCarrying {
+  return item.write.kind === 'record' || item.write.kind === 'response';
 }

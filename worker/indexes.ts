@@ -14,6 +14,9 @@ const INDEXES: readonly { readonly collection: string; readonly index: IndexDesc
   { collection: COLLECTIONS.responses, index: { key: { feedback_dataset_id: 1, updated_at: 1 }, name: 'dataset_updated' } },
   // The agreement endpoint reads a dataset's submitted responses in record order, a unit at a time.
   { collection: COLLECTIONS.responses, index: { key: { feedback_dataset_id: 1, status: 1, feedback_record_id: 1 }, name: 'dataset_status_record' } },
+  // A record's suggestions are read with it (by record); the agreement endpoint reads one question's in record order.
+  { collection: COLLECTIONS.suggestions, index: { key: { feedback_record_id: 1, question: 1, agent: 1 }, name: 'record_question_agent' } },
+  { collection: COLLECTIONS.suggestions, index: { key: { feedback_dataset_id: 1, question: 1, feedback_record_id: 1 }, name: 'dataset_question_record' } },
   { collection: COLLECTIONS.deadLetters, index: { key: { failed_at: 1 }, name: 'failed_at' } },
 ];
 

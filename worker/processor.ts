@@ -4,7 +4,7 @@ import { DeadLetterReason, type DeadLetterStore } from '../shared/dead-letters.j
 import type { Logger } from '../shared/logger.js';
 import { isWriteJob, legacyAcceptanceSeq, WRITE_JOB_NAME, type WriteJob as AnyWriteJob } from '../shared/queue.js';
 import { decodeJob } from '../shared/job-payload.js';
-import { Write } from '../shared/schemas.js';
+import { Write, writeTargetId } from '../shared/schemas.js';
 import { MongoError } from 'mongodb';
 import type { SequencedWrite } from './documents.js';
 import { RecordsPendingError, TransientStoreError, isTransientMongoError } from './errors.js';
@@ -31,6 +31,7 @@ interface ProcessorDeps {
 export interface JobSummary {
   readonly records: number;
   readonly responses: number;
+  readonly suggestions: number;
   readonly stale: number;
   readonly dead_lettered: number;
 }
@@ -53,12 +54,12 @@ function payloadText(value: unknown): string {
 }
 
 /**
- * The dead-letter id of a write: its acceptance order and response, unique across Redis resets
+ * The dead-letter id of a write: its acceptance order and response (or suggestion), unique across Redis resets
  * (job ids are not: Redis hands them out again after it lost data). Writes of old releases
  * without an order, and whole jobs, are named by job id and the time the job was created.
  */
 function deadLetterId(queueName: string, job: WriteJob, index: number | null, write: Write | undefined): string {
-  if (write?.seq !== undefined) return `${queueName}:w:${write.seq}:${write.response_id}`;
+  if (write?.seq !== undefined) return `${queueName}:w:${write.seq}:${writeTargetId(write)}`;
   return `${queueName}:job:${job.id ?? 'unknown'}:${job.timestamp}:${index === null ? 'job' : index}`;
 }
 
@@ -163,12 +164,14 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
       const summary: JobSummary = {
         records: stored.filter((i) => i.write.kind === 'record').length,
         responses: stored.filter((i) => i.write.kind === 'response').length,
+        suggestions: stored.filter((i) => i.write.kind === 'suggestion').length,
         stale: having('stale').length,
         dead_lettered: deadLettered,
       };
       metrics.batchSize.observe(items.length);
       metrics.writes.inc({ outcome: 'record' }, summary.records);
       metrics.writes.inc({ outcome: 'response' }, summary.responses);
+      metrics.writes.inc({ outcome: 'suggestion' }, summary.suggestions);
       metrics.writes.inc({ outcome: 'stale' }, summary.stale);
       metrics.jobs.inc({ outcome: 'completed' });
       jobLog.info({ writes: items.length, ...summary }, 'job stored');

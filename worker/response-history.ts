@@ -1,8 +1,8 @@
 import type { ResponseVersionDoc } from '../shared/documents.js';
-import type { ResponseUpdate, SequencedWrite } from './documents.js';
+import type { ResponseCarrying, ResponseUpdate } from './documents.js';
 
 /** A write's version as its response's history keeps it once a later one replaces it. */
-function versionOf(item: SequencedWrite): ResponseVersionDoc {
+function versionOf(item: ResponseCarrying): ResponseVersionDoc {
   const w = item.write;
   return { status: w.response.status, values: w.response.values, seq: item.seq, updated_at: new Date(w.accepted_at), request_id: w.request_id };
 }
@@ -28,7 +28,7 @@ const STORED_SEQ = { $ifNull: ['$seq', -1] };
  * `createdAt` is the time of the pair's earliest version the caller knows of, as `$setOnInsert`
  * would give it (a pipeline has no `$setOnInsert`: `$ifNull` keeps a stored value).
  */
-export function responseUpdateWithHistory(item: SequencedWrite, older: readonly SequencedWrite[], datasetId: string, createdAt: number, cap: number): ResponseUpdate {
+export function responseUpdateWithHistory(item: ResponseCarrying, older: readonly ResponseCarrying[], datasetId: string, createdAt: number, cap: number): ResponseUpdate {
   const w = item.write;
   const between = [...older].sort((a, b) => a.seq - b.seq).map(versionOf);
   const stored = { status: '$status', values: '$values', seq: '$seq', updated_at: '$updated_at', request_id: '$request_id' };

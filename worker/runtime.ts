@@ -121,7 +121,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     });
     consumer.worker.on('error', (err) => logger.warn({ err: err.message, shard: shard.index }, 'worker error'));
     consumer.worker.on('completed', (_job, summary) => {
-      const next = concurrencyPerShard(jobSize.observe(summary.records + summary.responses + summary.stale + summary.dead_lettered), limits);
+      const next = concurrencyPerShard(jobSize.observe(summary.records + summary.responses + summary.suggestions + summary.stale + summary.dead_lettered), limits);
       for (const c of consumers) if (c.worker.concurrency !== next) c.worker.concurrency = next;
     });
     return consumer;

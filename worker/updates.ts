@@ -1,7 +1,6 @@
 import type { AnyBulkWriteOperation, Collection } from 'mongodb';
 import { outcomesOfBulkError } from './bulk-errors.js';
-import type { ResponseDoc } from '../shared/documents.js';
-import type { ResponseUpdate } from './documents.js';
+import type { ConditionalUpdate } from './documents.js';
 import { isDuplicateKey, isTransientMongoError, TransientStoreError } from './errors.js';
 
 /** What became of one conditional update. */
@@ -17,8 +16,11 @@ function transientOr<T>(err: unknown, otherwise: T): T {
   return otherwise;
 }
 
+/** A document kept in acceptance order: its `seq` is the order of the version stored. */
+type Sequenced = { _id: string; seq: number };
+
 /**
- * Applies conditional upserts (documents.ts `responseUpdate`) in one unordered update command
+ * Applies conditional upserts (documents.ts `responseUpdate`, suggestions.ts) in one unordered update command
  * (the driver splits it at the server's batch limit). Correctness rests on the store applying
  * each single-document update atomically: the filter `{_id, seq: {$lte}}` matches only an
  * earlier (or the same) version, and when a later one is stored the upsert's insert of the same
@@ -26,7 +28,7 @@ function transientOr<T>(err: unknown, otherwise: T): T {
  * when an older version was inserted meanwhile (then applied), and misses when a later one is
  * stored (stale).
  */
-export async function applyUpdates(col: Collection<ResponseDoc>, ops: readonly ResponseUpdate[]): Promise<UpdateOutcome[]> {
+export async function applyUpdates<D extends Sequenced>(col: Collection<D>, ops: readonly ConditionalUpdate<D>[]): Promise<UpdateOutcome[]> {
   if (ops.length === 0) return [];
   const attempts = await applyAll(col, ops);
   const outcomes: UpdateOutcome[] = [];
@@ -34,8 +36,8 @@ export async function applyUpdates(col: Collection<ResponseDoc>, ops: readonly R
   return outcomes;
 }
 
-async function applyAll(col: Collection<ResponseDoc>, ops: readonly ResponseUpdate[]): Promise<Attempt[]> {
-  const bulk: AnyBulkWriteOperation<ResponseDoc>[] = ops.map((op) => ({ updateOne: { filter: op.filter, update: op.update, upsert: true } }));
+async function applyAll<D extends Sequenced>(col: Collection<D>, ops: readonly ConditionalUpdate<D>[]): Promise<Attempt[]> {
+  const bulk: AnyBulkWriteOperation<D>[] = ops.map((op) => ({ updateOne: { filter: op.filter, update: op.update, upsert: true } }));
   try {
     await col.bulkWrite(bulk, { ordered: false });
     return ops.map(() => APPLIED);
@@ -68,7 +70,7 @@ export function updateAttempts(err: unknown, count: number): Attempt[] | undefin
   });
 }
 
-async function recheck(col: Collection<ResponseDoc>, op: ResponseUpdate): Promise<UpdateOutcome> {
+async function recheck<D extends Sequenced>(col: Collection<D>, op: ConditionalUpdate<D>): Promise<UpdateOutcome> {
   try {
     const r = await col.updateOne(op.filter, op.update, { upsert: false });
     return r.matchedCount > 0 ? APPLIED : STALE;

@@ -6,12 +6,16 @@ import {
   firstResponseDoc,
   isRecordWrite,
   isResponseWrite,
+  isSuggestionWrite,
+  carriesResponse,
   recordDoc,
   responseUpdate,
+  type ResponseCarrying,
   type SequencedWrite,
 } from './documents.js';
-import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
-import type { RecordWrite } from '../shared/schemas.js';
+import type { RecordDoc, ResponseDoc, SuggestionDoc } from '../shared/documents.js';
+import { writeTargetId, type RecordWrite } from '../shared/schemas.js';
+import { createSuggestionRound, type SuggestionChange } from './suggestions.js';
 import { insertNew } from './inserts.js';
 import { createRecordLookup } from './record-lookup.js';
 import { applyUpdates, type UpdateOutcome } from './updates.js';
@@ -49,6 +53,8 @@ interface FeedbackWriterOptions {
   readonly completion?: CompletionTracker;
   /** Earlier versions kept per response (RESPONSE_HISTORY_MAX); 0 = no history. Default 0. */
   readonly historyMax?: number;
+  /** Called with the suggestion versions each round stored (the webhooks' outbox, issue 24); must not throw. */
+  readonly onSuggestionsStored?: (changes: readonly SuggestionChange[]) => void;
 }
 
 const STORED: WriteResult = { kind: 'stored' };
@@ -59,6 +65,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
   const records = db.collection<RecordDoc>(COLLECTIONS.records);
   const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
   const lookup = createRecordLookup({ records, capacity: options.recordCacheSize ?? 100_000 });
+  const suggestionRound = createSuggestionRound({ suggestions: db.collection<SuggestionDoc>(COLLECTIONS.suggestions), onStored: options.onSuggestionsStored });
 
   /**
    * One store round: records, then for each response the newest version the batch holds. When
@@ -71,7 +78,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     const inRound = new Set(items.filter(isRecordWrite).map((i) => i.write.record_id));
     const [, datasets] = await Promise.all([
       storeRecords(items, results),
-      lookup.datasetsOf(items.filter(isResponseWrite).map((i) => i.write.record_id).filter((id) => !inRound.has(id))),
+      lookup.datasetsOf(items.filter((i) => !isRecordWrite(i)).map((i) => i.write.record_id).filter((id) => !inRound.has(id))),
     ]);
     for (const [i, item] of items.entries()) {
       if (isRecordWrite(item) && results[i] === undefined) datasets.set(item.write.record_id, item.write.record.feedback_dataset_id);
@@ -80,6 +87,22 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       if (isResponseWrite(item) && !datasets.has(item.write.record_id)) results[i] = DEFERRED;
     }
 
+    // Suggestions go in their own commands beside the responses' (worker/suggestions.ts).
+    const [suggested] = await Promise.all([suggestionRound.store(items, datasets, (i) => results[i] === undefined), storeResponses(items, results, datasets)]);
+    for (const [i, outcome] of suggested) {
+      if (isSuggestionWrite(items[i]!)) results[i] = outcome.kind === 'stale' ? { kind: 'stale', newer: undefined } : outcome;
+      else if (outcome.kind === 'rejected' && results[i]?.kind !== 'rejected') results[i] = outcome;
+    }
+    await recountCompletion(items, results, datasets);
+    return results.map((r, i) => {
+      if (r === undefined) throw new Error(`writer left write ${i} of its round undecided`);
+      // A record whose first response lost to a later version of it is stored all the same.
+      return r.kind === 'stale' && isRecordWrite(items[i]!) ? STORED : r;
+    });
+  }
+
+  /** Per response, the newest version of the round; when the store refuses it, the next older one. */
+  async function storeResponses(items: readonly SequencedWrite[], results: (WriteResult | undefined)[], datasets: ReadonlyMap<string, string>): Promise<void> {
     let open = candidatesByResponse(items, results);
     while (open.length > 0) {
       const outcomes = await writeNewest(items, open, datasets);
@@ -108,12 +131,6 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       });
       open = next;
     }
-    await recountCompletion(items, results, datasets);
-    return results.map((r, i) => {
-      if (r === undefined) throw new Error(`writer left write ${i} of its round undecided`);
-      // A record whose first response lost to a later version of it is stored all the same.
-      return r.kind === 'stale' && isRecordWrite(items[i]!) ? STORED : r;
-    });
   }
 
   /**
@@ -126,7 +143,8 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     const touched = new Map<string, string>();
     for (const [i, item] of items.entries()) {
       const datasetId = datasets.get(item.write.record_id);
-      if (datasetId !== undefined && results[i]?.kind !== 'deferred') touched.set(item.write.record_id, datasetId);
+      // A suggestion changes no completion status.
+      if (datasetId !== undefined && carriesResponse(item) && results[i]?.kind !== 'deferred') touched.set(item.write.record_id, datasetId);
     }
     await options.completion.recount(touched);
   }
@@ -146,7 +164,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
   function candidatesByResponse(items: readonly SequencedWrite[], results: readonly (WriteResult | undefined)[]): number[][] {
     const byResponse = new Map<string, number[]>();
     for (const [i, item] of items.entries()) {
-      if (results[i] !== undefined) continue;
+      if (results[i] !== undefined || !carriesResponse(item)) continue;
       const list = byResponse.get(item.write.response_id);
       if (list === undefined) byResponse.set(item.write.response_id, [i]);
       else list.push(i);
@@ -175,11 +193,11 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
 
     const opOf = (k: number) => {
       const candidates = open[k]!;
-      const top = items[candidates[0]!]!;
+      const top = items[candidates[0]!]! as ResponseCarrying;
       const createdAt = Math.min(...candidates.map((i) => items[i]!.write.accepted_at));
       const datasetId = datasets.get(top.write.record_id) ?? (isRecordWrite(top) ? top.write.record.feedback_dataset_id : '');
       const historyMax = options.historyMax ?? 0;
-      if (historyMax > 0) return responseUpdateWithHistory(top, candidates.slice(1).map((i) => items[i]!), datasetId, createdAt, historyMax);
+      if (historyMax > 0) return responseUpdateWithHistory(top, candidates.slice(1).map((i) => items[i]! as ResponseCarrying), datasetId, createdAt, historyMax);
       return responseUpdate(top, datasetId, createdAt);
     };
     const applied = await applyUpdates(responses, updates.map(opOf));
@@ -188,13 +206,13 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
   }
 
   function logStale(item: SequencedWrite, newer: number): void {
-    logger.debug({ response_id: item.write.response_id, request_id: item.write.request_id, stale_seq: item.seq, stored_seq: newer }, 'update dropped: a later-accepted version is stored');
+    logger.debug({ response_id: writeTargetId(item.write), request_id: item.write.request_id, stale_seq: item.seq, stored_seq: newer }, 'update dropped: a later-accepted version is stored');
   }
 
   /** The stored order is read only when debug logging is on: it costs a read. */
   async function logStoredNewer(item: SequencedWrite): Promise<void> {
     if (!logger.isLevelEnabled('debug')) return;
-    const stored = await responses.findOne({ _id: item.write.response_id }, { projection: { seq: 1 } }).catch(() => null);
+    const stored = await responses.findOne({ _id: writeTargetId(item.write) }, { projection: { seq: 1 } }).catch(() => null);
     logStale(item, stored?.seq ?? Number.NaN);
   }
 

@@ -21,8 +21,14 @@ export function getAgreement(deps: AgreementRouteDeps) {
     const datasetId = readableDataset(ctx);
     const query = parseQuery(AgreementQuery, ctx.query);
     const scale = agreementScale(deps.registry?.byId(datasetId)?.definition, query.question, query.level);
-    const units = deps.reader.submittedUnits({ datasetId, question: query.question, annotators: query.annotators });
+    const units = deps.reader.submittedUnits({
+      datasetId,
+      question: query.question,
+      annotators: query.annotators,
+      agents: query.include_agents,
+      completedOnly: query.records === 'completed',
+    });
     ctx.set('Cache-Control', 'no-store');
-    ctx.body = await fromStore(deps, () => measureAgreement(query.question, scale, units));
+    ctx.body = await fromStore(deps, () => measureAgreement(query.question, scale, units, { agents: query.include_agents !== undefined }));
   };
 }

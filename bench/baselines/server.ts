@@ -71,7 +71,7 @@ async function buildEnqueuer(): Promise<Enqueuer> {
         const at = new Date(w.accepted_at);
         if (w.kind === 'record') {
           await records.insertOne({ ...recordDoc(w), first_response: { _id: w.response_id, ...w.response } });
-        } else {
+        } else if (w.kind === 'response') {
           await responses.updateOne(
             { _id: w.response_id },
             {

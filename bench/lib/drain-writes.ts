@@ -57,7 +57,7 @@ function responseWrite(target: Target, n: number): ResponseWrite {
 }
 
 /** Writes with their order minted as the API does at enqueue(). */
-function withSeq(w: Write): Write {
+function withSeq<W extends Write>(w: W): W {
   return { ...w, seq: clock.next() };
 }
 
@@ -85,7 +85,7 @@ type MixName = 'usual' | 'annotation-heavy';
 const UPDATE_SHARE: Record<MixName, number> = { usual: 0.1, 'annotation-heavy': 0.5 };
 
 export interface Burst {
-  readonly writes: Write[];
+  readonly writes: (RecordWrite | ResponseWrite)[];
   /** Final seq expected per response id touched by the burst. */
   readonly finalSeq: Map<string, number>;
   readonly newRecords: number;
@@ -94,11 +94,11 @@ export interface Burst {
 /** N writes, updates spread evenly (every 10th for usual, every other for heavy) over random seeded responses. */
 export function buildBurst(n: number, mix: MixName, targets: readonly Target[]): Burst {
   const every = Math.round(1 / UPDATE_SHARE[mix]);
-  const writes: Write[] = [];
+  const writes: (RecordWrite | ResponseWrite)[] = [];
   const finalSeq = new Map<string, number>();
   let newRecords = 0;
   for (let i = 0; i < n; i++) {
-    let w: Write;
+    let w: RecordWrite | ResponseWrite;
     if (i % every === every - 1) {
       const t = targets[Math.floor(Math.random() * targets.length)]!;
       w = withSeq(responseWrite(t, i));

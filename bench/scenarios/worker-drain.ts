@@ -52,7 +52,7 @@ export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon
   }
 
   const db = mon.client.db(spec.dbName);
-  const summary = { records: 0, responses: 0, stale: 0, dead_lettered: 0 };
+  const summary = { records: 0, responses: 0, suggestions: 0, stale: 0, dead_lettered: 0 };
   let completed = 0;
   let failedAttempts = 0;
   let done!: () => void;
@@ -64,6 +64,7 @@ export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon
   worker.on('completed', (_job, r: JobSummary) => {
     summary.records += r.records;
     summary.responses += r.responses;
+    summary.suggestions += r.suggestions;
     summary.stale += r.stale;
     summary.dead_lettered += r.dead_lettered;
     if (++completed === jobs) done();

@@ -1,4 +1,4 @@
-import type { RecordWrite, ResponseWrite } from '../../shared/schemas.js';
+import type { RecordWrite, ResponseWrite, SuggestionWrite } from '../../shared/schemas.js';
 import type { SequencedWrite } from '../../worker/documents.js';
 
 /** Writes for the writer's tests: records and numbered versions of their responses. */
@@ -48,4 +48,20 @@ export function version(r: number, u: number, v: number, values: Record<string, 
     response: { status: 'draft', values, user_id: `ann-${u}` },
   };
   return { write, seq: BASE_SEQ + 1_000_000 + v * 1000 + r * 10 + u, index: 0 };
+}
+
+/**
+ * Version `v` of agent `agent`'s suggestion for `question` of record `r`; a higher `v` was
+ * accepted later. The suggestion id is the test's own: the writer keys on whatever the API minted.
+ */
+export function suggestionVersion(r: number, question: string, agent: string, v: number, value: unknown = `v${v}`, score?: number): SequencedWrite {
+  const write: SuggestionWrite = {
+    kind: 'suggestion',
+    request_id: `req-sug-${r}-${question}-${agent}-${v}`,
+    accepted_at: 1_700_000_200_000 + v,
+    api_key: 'tester',
+    record_id: `rec_writer_test_${String(r).padStart(4, '0')}`,
+    suggestion: { suggestion_id: `sug_${r}_${question}_${agent}`, question, value, agent, ...(score === undefined ? {} : { score }) },
+  };
+  return { write, seq: BASE_SEQ + 2_000_000 + v * 1000 + r, index: 0 };
 }

@@ -97,7 +97,7 @@ describe('GET /datasets/{dataset_id}/agreement', () => {
       ['', 400, 'validation_failed', 'query.question'],
       ['question=a.b', 400, 'validation_failed', 'query.question'],
       ['question=quality&level=fuzzy', 400, 'validation_failed', 'query.level'],
-      ['question=quality&records=completed', 400, 'validation_failed', 'query.records'],
+      ['question=quality&records=done', 400, 'validation_failed', 'query.records'],
       ['question=quality&annotators=A,,B', 400, 'validation_failed', 'query.annotators'],
       ['question=note', 400, 'validation_failed', 'query.question'],
       ['question=colour', 404, 'question_not_found'],

@@ -102,8 +102,8 @@ describe('GET /openapi.json', () => {
   });
 
   it('documents every route the API serves', () => {
-    expect(Object.keys(doc['paths'] as Json)).to.include.members(['/feedback-record', '/feedback-response', '/feedback-batch', '/healthz', '/readyz', '/metrics', '/openapi.json']);
-    for (const path of ['/feedback-record', '/feedback-response', '/feedback-batch']) {
+    expect(Object.keys(doc['paths'] as Json)).to.include.members(['/feedback-record', '/feedback-response', '/feedback-suggestion', '/feedback-batch', '/healthz', '/readyz', '/metrics', '/openapi.json']);
+    for (const path of ['/feedback-record', '/feedback-response', '/feedback-suggestion', '/feedback-batch']) {
       const op = operation(doc, path, 'post');
       // POST /feedback-response also takes a browser feedback token (test/integration/feedback-tokens.test.ts).
       expect(op['security'], path).to.deep.include({ bearerAuth: [] });
@@ -120,7 +120,7 @@ describe('GET /openapi.json', () => {
   it('documents GET /datasets/{dataset_id}/agreement: its query as the route parses it, its codes, and a real answer matches its schema', async () => {
     const op = operation(doc, '/datasets/{dataset_id}/agreement', 'get');
     const query = (op['parameters'] as Json[]).filter((p) => p['in'] === 'query');
-    expect(query.map((p) => [p['name'], p['required']])).to.have.deep.members([['question', true], ['level', false], ['annotators', false], ['records', false]]);
+    expect(query.map((p) => [p['name'], p['required']])).to.have.deep.members([['question', true], ['level', false], ['annotators', false], ['records', false], ['include_agents', false]]);
     expect((query.find((p) => p['name'] === 'level')!['schema'] as Json)['enum']).to.deep.equal(['nominal', 'ordinal', 'interval', 'ratio']);
     const codes = codesByStatus(op['responses']);
     expect(codes.get('400')).to.include('validation_failed');
@@ -258,7 +258,7 @@ describe('GET /openapi.json', () => {
       recordId = created.body.feedback_record_id as string;
     });
 
-    const cases: readonly { path: '/feedback-record' | '/feedback-response'; name: string; body: (recordId: string) => unknown; valid: boolean }[] = [
+    const cases: readonly { path: '/feedback-record' | '/feedback-response' | '/feedback-suggestion'; name: string; body: (recordId: string) => unknown; valid: boolean }[] = [
       { path: '/feedback-record', name: 'the test helper body', body: () => recordBody(), valid: true },
       {
         path: '/feedback-record',
@@ -283,6 +283,11 @@ describe('GET /openapi.json', () => {
       { path: '/feedback-response', name: 'an unknown property in response', body: (id) => ({ feedback_record_id: id, response: { status: 'draft', values: { helpful: 3 }, score: 1 } }), valid: false },
       { path: '/feedback-response', name: 'no status', body: (id) => ({ feedback_record_id: id, response: { values: { helpful: 3 } } }), valid: false },
       { path: '/feedback-response', name: 'an empty feedback_record_id', body: () => ({ feedback_record_id: '', response: { status: 'draft', values: { helpful: 3 } } }), valid: false },
+      { path: '/feedback-record', name: 'suggestions beside the response', body: () => ({ ...recordBody(), suggestions: [{ question: 'helpful', value: 1, score: 0.5, agent: 'm' }] }), valid: true },
+      { path: '/feedback-record', name: 'a suggestion with a score over 1', body: () => ({ ...recordBody(), suggestions: [{ question: 'helpful', value: 1, score: 2 }] }), valid: false },
+      { path: '/feedback-suggestion', name: 'a suggestion with every field', body: (id) => ({ feedback_record_id: id, suggestion: { question: 'helpful', value: { any: ['json'] }, score: 0, agent: 'judge-v3' } }), valid: true },
+      { path: '/feedback-suggestion', name: 'an unknown property in suggestion', body: (id) => ({ feedback_record_id: id, suggestion: { question: 'helpful', value: 1, extra: 1 } }), valid: false },
+      { path: '/feedback-suggestion', name: 'no question', body: (id) => ({ feedback_record_id: id, suggestion: { value: 1 } }), valid: false },
     ];
 
     for (const c of cases) {

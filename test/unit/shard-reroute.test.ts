@@ -7,7 +7,7 @@ import { AppError } from '../../shared/errors.js';
 import { createLogger } from '../../shared/logger.js';
 import { createOrderClock } from '../../shared/order-clock.js';
 import type { WriteQueue, WriteQueues } from '../../shared/queue.js';
-import type { Write } from '../../shared/schemas.js';
+import { writeTargetId, type Write } from '../../shared/schemas.js';
 
 /*
  * The routing of writes around a queue shard that stops answering (issue 26), as pure logic:
@@ -122,8 +122,8 @@ describe('shard rerouting (SHARD_REROUTE)', () => {
     const waiting = t.enqueuer.enqueue(response('r0-a', 2), 10); // waits behind it
     expect(await codeOf(sent)).to.equal('queue_unavailable');
     const moved = await waiting;
-    expect(moved.write.response_id).to.equal('rsp-r0-a-2');
-    expect(t.jobs[1]!.flat().map((w) => w.response_id)).to.deep.equal(['rsp-r0-a-2']);
+    expect(writeTargetId(moved.write)).to.equal('rsp-r0-a-2');
+    expect(t.jobs[1]!.flat().map(writeTargetId)).to.deep.equal(['rsp-r0-a-2']);
     t.health.close();
   });
 
