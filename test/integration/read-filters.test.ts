@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import type { RecordDoc } from '../../shared/documents.js';
+import { createFeedbackClient } from '../../client/index.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
 import { byCreatedThenId, expectedView, insertSeed, seedDocs, type SeededRecord } from '../helpers/read-seed.js';
 import { eventually, recordBody, records, responses, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
@@ -124,6 +125,22 @@ describe('GET /datasets/{dataset_id}/records and /export: filters', () => {
     // An unfiltered cursor is refused with filters.
     const plain = (await get('/datasets/ds_filter/records?limit=2')).body.next_cursor as string;
     expect((await get(`/datasets/ds_filter/records?status=pending&cursor=${plain}`)).status).to.equal(400);
+  });
+
+  it('the typed client sends the filters (metadata as metadata.<key>), repeats them with every cursor, and filters the export', async () => {
+    const client = createFeedbackClient({ baseUrl: stack.baseUrl, apiKey: READER.secret });
+    const keep = (s: SeededRecord) => (s.record.status as string) === 'pending' && (meta(s)['turn'] === 3 || meta(s)['turn'] === '3') && hasResponse(s, 'annotator-0');
+    const expected = seeded.filter(keep).sort(byCreatedThenId).map((s) => s.record._id);
+    expect(expected.length).to.be.above(1);
+    const filters = { status: 'pending', user_id: 'annotator-0', metadata: { turn: 3 } } as const;
+    const page = await client.listRecords('ds_filter', { ...filters, order: 'oldest', limit: 1 });
+    expect(page.items.map((r) => r.feedback_record_id)).to.deep.equal(expected.slice(0, 1));
+    const all: string[] = [];
+    for await (const r of client.iterateRecords('ds_filter', { ...filters, order: 'oldest', limit: 1 })) all.push(r.feedback_record_id);
+    expect(all).to.deep.equal(expected);
+    const exported: string[] = [];
+    for await (const r of client.exportRecords('ds_filter', {}, filters)) exported.push(r.feedback_record_id);
+    expect(exported.sort()).to.deep.equal([...expected].sort());
   });
 
   it('bad filters are 400 validation_failed naming each parameter, on /records and /export', async () => {
