@@ -81,9 +81,9 @@ export const RecordView = v.object({
   field_to_value: v.record(v.string(), v.unknown()),
   external_id: v.exactOptional(v.string()),
   metadata: v.exactOptional(v.record(v.string(), v.unknown())),
-  status: v.string(),
+  status: v.pipe(v.string(), v.description('`submitted`; in a dataset with a completion rule `pending` or `completed`, kept by the worker as responses are stored (docs/annotation.md).')),
   created_at: v.pipe(v.string(), v.description("ISO 8601; the API's acceptance time. With `_id`, the listing's order.")),
-  updated_at: v.pipe(v.string(), v.description('ISO 8601; equal to `created_at` (a record does not change; its responses do).')),
+  updated_at: v.pipe(v.string(), v.description('ISO 8601; equal to `created_at` (a record does not change, but for its completion `status`; its responses do).')),
   responses: v.exactOptional(v.pipe(v.array(ResponseView), v.description('Oldest first. Absent with `responses=false`.'))),
   suggestions: v.exactOptional(v.pipe(v.array(SuggestionView), v.description('Model suggestions, one per (question, agent), by question then agent. On GET /feedback-record/{id} and the export; absent when the record has none.'))),
 });

@@ -13,14 +13,30 @@ export interface RecordStatusChange {
   readonly status: 'pending' | 'completed';
 }
 
+/** One store round's part of completion: the token its new records are inserted with, then its recount. */
+export interface CompletionRound {
+  /**
+   * The status and token a new record of this round is inserted with: its status from its first
+   * response alone (no other response can exist before the record does), the round's token.
+   * Records of datasets without a rule: `submitted`, no token.
+   */
+  newRecordFields(datasetId: string, firstResponseStatus: string): Pick<RecordDoc, 'status' | 'completion_token'>;
+  /**
+   * After the round's responses are stored: recounts `touched` (record id → dataset id). `fresh`
+   * are records this round inserted whose only response in the round is their first one, which it
+   * inserted too: their status from {@link newRecordFields} stands unless another worker's
+   * recount took the record over meanwhile (then they are recounted).
+   */
+  finish(touched: ReadonlyMap<string, string>, fresh: ReadonlySet<string>): Promise<void>;
+}
+
 export interface CompletionTracker {
-  /** The status a new record of the dataset is stored with: `pending` under a rule, else `submitted`. */
-  initialStatus(datasetId: string): RecordStatus;
+  /** A store round's completion: call {@link CompletionRound.finish} once its responses are stored. */
+  round(): CompletionRound;
   /**
    * Recounts the status of `records` (record id → dataset id) from their stored responses. Call it
-   * after the responses of a store round are written (and after responses are erased): records of
-   * datasets without a rule are skipped. Throws {@link TransientStoreError} when the store cannot be
-   * reached (the round fails and its jobs run again, which recounts again).
+   * after responses are removed (an erasure): records of datasets without a rule are skipped.
+   * Throws {@link TransientStoreError} when the store cannot be reached.
    */
   recount(records: ReadonlyMap<string, string>): Promise<void>;
 }
@@ -50,10 +66,10 @@ function storeCall<T>(call: () => Promise<T>): Promise<T> {
  *
  * Several workers store responses of the same record at once, so a plain recount-and-write could
  * leave a status counted before another worker's response and written after that worker's. The
- * guard, per recount:
+ * guard, per store round:
  *
- * 1. after the round's responses are stored, set the record's `completion_token` to a token of
- *    this recount (one unordered command for the round's records);
+ * 1. after the round's responses are stored, set the record's `completion_token` to the round's
+ *    token (one unordered command for the round's records);
  * 2. read the records' status and token, and count their submitted responses (one query each);
  * 3. only where the token is still ours and the count gives another status, write the status
  *    with the filter `{_id, completion_token: ours}` (one unordered command).
@@ -65,54 +81,106 @@ function storeCall<T>(call: () => Promise<T>): Promise<T> {
  * an older token). An earlier recount either wrote before that last token write (and is then
  * overwritten, when it differs) or misses. A job run twice, or two workers, or a Redis reset:
  * the status is a function of the stored responses and the rule, whoever counts last.
+ *
+ * The common case costs less: a record inserted by the round, whose only response in the round is
+ * its first one, is inserted with its status from that response alone and with the round's token
+ * (the insert is its token write; no response can precede its record). After the round's
+ * responses, step 2 reads its token: still ours, then any other worker's response is stored after
+ * that read and its worker's token write and count come later still, so the status stands; taken
+ * over, it is recounted with steps 1–3 and a new token (the other recount may have counted before
+ * the first response was stored).
  */
 export function createCompletionTracker(options: CompletionTrackerOptions): CompletionTracker {
   const { db, rules } = options;
   const records = db.collection<RecordDoc>(COLLECTIONS.records);
   const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
 
-  async function recount(touched: ReadonlyMap<string, string>): Promise<void> {
+  const newToken = () => randomBytes(12).toString('base64url');
+
+  /** The records of `touched` under a rule, with the rule's minimum. */
+  function ruled(touched: ReadonlyMap<string, string>): Map<string, number> {
     const minOf = new Map<string, number>();
     for (const [recordId, datasetId] of touched) {
       const rule = rules.ruleOf(datasetId);
       if (rule !== undefined) minOf.set(recordId, rule.min_submitted);
     }
-    if (minOf.size === 0) return;
-    const ids = [...minOf.keys()];
-    const token = randomBytes(12).toString('base64url');
+    return minOf;
+  }
 
-    await storeCall(() => records.bulkWrite(ids.map((_id) => ({ updateOne: { filter: { _id }, update: { $set: { completion_token: token } } } })), { ordered: false }));
+  /**
+   * Token, read and count, conditional write, for `recount` ids (see above); `fresh` ids were
+   * inserted with `token` and are only read: they keep their status while the token is theirs.
+   * Returns the fresh records another recount took over.
+   */
+  async function settle(token: string, minOf: ReadonlyMap<string, number>, touched: ReadonlyMap<string, string>, recount: readonly string[], fresh: readonly string[]): Promise<string[]> {
+    if (recount.length > 0) {
+      await storeCall(() => records.bulkWrite(recount.map((_id) => ({ updateOne: { filter: { _id }, update: { $set: { completion_token: token } } } })), { ordered: false }));
+    }
     const [held, counts] = await Promise.all([
-      storeCall(() => records.find({ _id: { $in: ids } }, { projection: { status: 1, completion_token: 1 } }).toArray()),
-      storeCall(() =>
-        responses
-          .aggregate<{ _id: string; n: number }>([{ $match: { feedback_record_id: { $in: ids }, status: 'submitted' } }, { $group: { _id: '$feedback_record_id', n: { $sum: 1 } } }])
-          .toArray(),
-      ),
+      storeCall(() => records.find({ _id: { $in: [...recount, ...fresh] } }, { projection: { status: 1, completion_token: 1 } }).toArray()),
+      recount.length === 0
+        ? Promise.resolve([])
+        : storeCall(() =>
+            responses
+              .aggregate<{ _id: string; n: number }>([{ $match: { feedback_record_id: { $in: [...recount] }, status: 'submitted' } }, { $group: { _id: '$feedback_record_id', n: { $sum: 1 } } }])
+              .toArray(),
+          ),
     ]);
     const submitted = new Map(counts.map((c) => [c._id, c.n]));
+    const isFresh = new Set(fresh);
     const changes: RecordStatusChange[] = [];
+    const reported: RecordStatusChange[] = [];
+    const lost: string[] = [];
     for (const doc of held) {
-      // Another recount set its token after ours: the status is its to write.
-      if (doc.completion_token !== token) continue;
+      if (doc.completion_token !== token) {
+        // Another recount set its token after ours: the status is its to write. A fresh record's
+        // status was set from its first response alone, which that recount may not have seen.
+        if (isFresh.has(doc._id)) lost.push(doc._id);
+        continue;
+      }
+      if (isFresh.has(doc._id)) {
+        if (doc.status === 'completed') reported.push({ record_id: doc._id, dataset_id: touched.get(doc._id)!, previous: 'pending', status: 'completed' });
+        continue;
+      }
       const status = (submitted.get(doc._id) ?? 0) >= minOf.get(doc._id)! ? 'completed' : 'pending';
       if (doc.status !== status) changes.push({ record_id: doc._id, dataset_id: touched.get(doc._id)!, previous: doc.status, status });
     }
-    if (changes.length === 0) return;
-    const ops: AnyBulkWriteOperation<RecordDoc>[] = changes.map((c) => ({ updateOne: { filter: { _id: c.record_id, completion_token: token }, update: { $set: { status: c.status } } } }));
-    const result = await storeCall(() => records.bulkWrite(ops, { ordered: false }));
-    let written = changes;
-    if (result.matchedCount < changes.length) {
-      // Some record got a newer token meanwhile (its recount reads the status after it and reports any change).
-      const still = await storeCall(() => records.find({ _id: { $in: changes.map((c) => c.record_id) }, completion_token: token }, { projection: { _id: 1 } }).toArray());
-      const ours = new Set(still.map((d) => d._id));
-      written = changes.filter((c) => ours.has(c.record_id));
+    if (changes.length > 0) {
+      const ops: AnyBulkWriteOperation<RecordDoc>[] = changes.map((c) => ({ updateOne: { filter: { _id: c.record_id, completion_token: token }, update: { $set: { status: c.status } } } }));
+      const result = await storeCall(() => records.bulkWrite(ops, { ordered: false }));
+      let written = changes;
+      if (result.matchedCount < changes.length) {
+        // Some record got a newer token meanwhile (its recount reads the status after it and reports any change).
+        const still = await storeCall(() => records.find({ _id: { $in: changes.map((c) => c.record_id) }, completion_token: token }, { projection: { _id: 1 } }).toArray());
+        const ours = new Set(still.map((d) => d._id));
+        written = changes.filter((c) => ours.has(c.record_id));
+      }
+      reported.push(...written);
     }
-    if (written.length > 0) await options.onStatusChanged?.(written);
+    if (reported.length > 0) await options.onStatusChanged?.(reported);
+    return lost;
+  }
+
+  async function finish(token: string, touched: ReadonlyMap<string, string>, fresh: ReadonlySet<string>): Promise<void> {
+    const minOf = ruled(touched);
+    if (minOf.size === 0) return;
+    const recount = [...minOf.keys()].filter((id) => !fresh.has(id));
+    const lost = await settle(token, minOf, touched, recount, [...minOf.keys()].filter((id) => fresh.has(id)));
+    if (lost.length > 0) await settle(newToken(), minOf, touched, lost, []);
   }
 
   return {
-    initialStatus: (datasetId) => (rules.ruleOf(datasetId) === undefined ? 'submitted' : 'pending'),
-    recount,
+    round() {
+      const token = newToken();
+      return {
+        newRecordFields(datasetId, firstResponseStatus) {
+          const rule = rules.ruleOf(datasetId);
+          if (rule === undefined) return { status: 'submitted' };
+          return { status: firstResponseStatus === 'submitted' && rule.min_submitted <= 1 ? 'completed' : 'pending', completion_token: token };
+        },
+        finish: (touched, fresh) => finish(token, touched, fresh),
+      };
+    },
+    recount: (records) => finish(newToken(), records, new Set()),
   };
 }

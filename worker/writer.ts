@@ -19,7 +19,7 @@ import { createSuggestionRound, type SuggestionChange } from './suggestions.js';
 import { insertNew } from './inserts.js';
 import { createRecordLookup } from './record-lookup.js';
 import { applyUpdates, type UpdateOutcome } from './updates.js';
-import type { CompletionTracker } from './completion.js';
+import type { CompletionRound, CompletionTracker } from './completion.js';
 import { responseUpdateWithHistory } from './response-history.js';
 
 /** What became of one write. */
@@ -76,8 +76,10 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     const results: (WriteResult | undefined)[] = new Array<WriteResult | undefined>(items.length);
     // Records of this round are known once inserted; the others are looked up meanwhile.
     const inRound = new Set(items.filter(isRecordWrite).map((i) => i.write.record_id));
+    const completion = options.completion?.round();
+    const inserted = new Set<string>();
     const [, datasets] = await Promise.all([
-      storeRecords(items, results),
+      storeRecords(items, results, completion, inserted),
       lookup.datasetsOf(items.filter((i) => !isRecordWrite(i)).map((i) => i.write.record_id).filter((id) => !inRound.has(id))),
     ]);
     for (const [i, item] of items.entries()) {
@@ -93,7 +95,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       if (isSuggestionWrite(items[i]!)) results[i] = outcome.kind === 'stale' ? { kind: 'stale', newer: undefined } : outcome;
       else if (outcome.kind === 'rejected' && results[i]?.kind !== 'rejected') results[i] = outcome;
     }
-    await recountCompletion(items, results, datasets);
+    if (completion !== undefined) await completion.finish(...touchedRecords(items, results, datasets, inserted));
     return results.map((r, i) => {
       if (r === undefined) throw new Error(`writer left write ${i} of its round undecided`);
       // A record whose first response lost to a later version of it is stored all the same.
@@ -134,29 +136,39 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
   }
 
   /**
-   * The records of every response of the round that reached the store (stored, or stale against a
-   * later version): a job run again after a crash recounts too, so a status is never left behind
-   * by a response stored in a round that died before its recount.
+   * For the round's completion: the records of every response of the round that reached the store
+   * (stored, or stale against a later version: a job run again after a crash recounts too, so a
+   * status is never left behind by a response stored in a round that died before its recount);
+   * and the fresh ones, inserted by this round with their first response as their only response
+   * of the round (their status was set at insert, see worker/completion.ts).
    */
-  async function recountCompletion(items: readonly SequencedWrite[], results: readonly (WriteResult | undefined)[], datasets: ReadonlyMap<string, string>): Promise<void> {
-    if (options.completion === undefined) return;
+  function touchedRecords(items: readonly SequencedWrite[], results: readonly (WriteResult | undefined)[], datasets: ReadonlyMap<string, string>, inserted: ReadonlySet<string>): [Map<string, string>, Set<string>] {
     const touched = new Map<string, string>();
+    const writes = new Map<string, number>();
     for (const [i, item] of items.entries()) {
       const datasetId = datasets.get(item.write.record_id);
       // A suggestion changes no completion status.
-      if (datasetId !== undefined && carriesResponse(item) && results[i]?.kind !== 'deferred') touched.set(item.write.record_id, datasetId);
+      if (datasetId === undefined || !carriesResponse(item) || results[i]?.kind === 'deferred') continue;
+      touched.set(item.write.record_id, datasetId);
+      writes.set(item.write.record_id, (writes.get(item.write.record_id) ?? 0) + 1);
     }
-    await options.completion.recount(touched);
+    const fresh = new Set<string>();
+    for (const [i, item] of items.entries()) {
+      const id = item.write.record_id;
+      if (isRecordWrite(item) && inserted.has(id) && writes.get(id) === 1 && results[i]?.kind === 'stored') fresh.add(id);
+    }
+    return [touched, fresh];
   }
 
-  async function storeRecords(items: readonly SequencedWrite[], results: (WriteResult | undefined)[]): Promise<void> {
+  async function storeRecords(items: readonly SequencedWrite[], results: (WriteResult | undefined)[], completion: CompletionRound | undefined, inserted: Set<string>): Promise<void> {
     const at = items.flatMap((item, i) => (isRecordWrite(item) ? [{ i, item }] : []));
-    const status = (w: RecordWrite) => options.completion?.initialStatus(w.record.feedback_dataset_id) ?? 'submitted';
-    const outcomes = await insertNew(records, at.map(({ item }) => ({ ...recordDoc(item.write), status: status(item.write) })));
+    const docOf = (w: RecordWrite) => (completion === undefined ? recordDoc(w) : { ...recordDoc(w), ...completion.newRecordFields(w.record.feedback_dataset_id, w.response.status) });
+    const outcomes = await insertNew(records, at.map(({ item }) => docOf(item.write)));
     at.forEach(({ i, item }, k) => {
       const outcome = outcomes[k]!;
       if (outcome.kind === 'rejected') results[i] = outcome;
       else lookup.remember(item.write.record_id, item.write.record.feedback_dataset_id);
+      if (outcome.kind === 'inserted') inserted.add(item.write.record_id);
     });
   }
 

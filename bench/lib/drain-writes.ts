@@ -11,7 +11,9 @@ import { ensureIndexes } from '../../worker/indexes.js';
 
 /** Documents per insertMany, for seeding and for the raw passes. */
 export const INSERT_BATCH = 500;
-const DATASET = 'bench-drain';
+/** The dataset of every write of the drain benchmark. */
+export const DRAIN_DATASET = 'bench-drain';
+const DATASET = DRAIN_DATASET;
 
 const ids = createIdMinter(['bench-drain-id-secret-0123456789']);
 const clock = createOrderClock();

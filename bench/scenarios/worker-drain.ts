@@ -36,11 +36,11 @@ export interface DrainResult {
  * that its store commands can be counted) and times until every job has completed, from the call
  * that starts it (its index check included).
  */
-export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon: Monitor; dbName: string; burst: Burst; seed: Seed; jobWrites?: number }): Promise<DrainResult> {
+export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon: Monitor; dbName: string; burst: Burst; seed: Seed; jobWrites?: number; env?: Readonly<Record<string, string>> }): Promise<DrainResult> {
   const { mon, burst } = spec;
   const jobWrites = spec.jobWrites ?? JOB_WRITES;
   const queueName = `drain-${randomBytes(4).toString('hex')}`;
-  const config: Config = loadConfig({ REDIS_URL: spec.redisUrl, MONGODB_URI: `${spec.storeUrl}/${spec.dbName}`, QUEUE_NAME: queueName, LOG_LEVEL: 'warn', ...(process.env['WORKER_CONCURRENCY'] === undefined ? {} : { WORKER_CONCURRENCY: process.env['WORKER_CONCURRENCY'] }) });
+  const config: Config = loadConfig({ REDIS_URL: spec.redisUrl, MONGODB_URI: `${spec.storeUrl}/${spec.dbName}`, QUEUE_NAME: queueName, LOG_LEVEL: 'warn', ...(process.env['WORKER_CONCURRENCY'] === undefined ? {} : { WORKER_CONCURRENCY: process.env['WORKER_CONCURRENCY'] }), ...spec.env });
   const logger = createLogger({ level: 'warn', name: 'bench-drain-worker', destination: process.stderr });
   const producer = createRedis(config, 'producer', logger);
   // One shard (QUEUE_SHARDS defaults to 1 on one Redis): the worker drains what this queue holds.

@@ -54,34 +54,42 @@ function responseWrite(r: number, u: number, v: number, status: Status): Sequenc
 }
 
 /**
- * `db` whose records collection holds its second bulkWrite (a recount's status write; the first is
- * its token write) until `release`, after calling `held`. The store is the real one.
+ * `db` whose collection `name` holds the `nth` call of `method` until `release`, after calling
+ * `held`. The store is the real one; only the moment a command leaves is chosen.
  */
-function holdingSecondRecordBulk(db: Db, held: () => void, release: Promise<void>): Db {
+function holdingCall(db: Db, name: string, method: 'bulkWrite' | 'insertMany', nth: number, held: () => void, release: Promise<void>): Db {
+  const bind = (target: object, member: unknown) => (typeof member === 'function' ? (member as (...a: unknown[]) => unknown).bind(target) : member);
   return new Proxy(db, {
     get(target, prop) {
-      const value: unknown = Reflect.get(target, prop, target);
-      if (prop !== 'collection') return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-      return (name: string) => {
-        const col = target.collection(name);
-        if (name !== COLLECTIONS.records) return col;
+      if (prop !== 'collection') return bind(target, Reflect.get(target, prop, target));
+      return (collectionName: string) => {
+        const col = target.collection(collectionName);
+        if (collectionName !== name) return col;
         let calls = 0;
         return new Proxy(col, {
           get(c, p) {
-            const member: unknown = Reflect.get(c, p, c);
-            if (p !== 'bulkWrite') return typeof member === 'function' ? (member as (...a: unknown[]) => unknown).bind(c) : member;
-            return async (...args: Parameters<typeof col.bulkWrite>) => {
-              if (++calls === 2) {
+            if (p !== method) return bind(c, Reflect.get(c, p, c));
+            return async (...args: unknown[]) => {
+              if (++calls === nth) {
                 held();
                 await release;
               }
-              return c.bulkWrite(...args);
+              return (c[method] as (...a: unknown[]) => Promise<unknown>)(...args);
             };
           },
         });
       };
     },
   });
+}
+
+/** A gate: `held` resolves when the call is held, `release()` lets it go. */
+function gate() {
+  let onHeld!: () => void;
+  const held = new Promise<void>((resolve) => (onHeld = resolve));
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  return { onHeld, held, release, released };
 }
 
 describe('record completion (worker/completion.ts) on the real store', () => {
@@ -140,20 +148,41 @@ describe('record completion (worker/completion.ts) on the real store', () => {
   it('a recount that counted before another worker\'s response and writes after that worker\'s recount does not win', async () => {
     const rules = { ruleOf: () => ({ min_submitted: 2 }) };
     await createFeedbackWriter({ db, logger: silentLogger, completion: createCompletionTracker({ db, rules }) }).write([recordWrite(1)]);
-    let held!: () => void;
-    const isHeld = new Promise<void>((resolve) => (held = resolve));
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    const writerA = createFeedbackWriter({ db, logger: silentLogger, completion: createCompletionTracker({ db: holdingSecondRecordBulk(db, held, released), rules }) });
+    const g = gate();
+    // The records collection's second bulkWrite of A's recount is its status write (the first is its token write).
+    const writerA = createFeedbackWriter({ db, logger: silentLogger, completion: createCompletionTracker({ db: holdingCall(db, COLLECTIONS.records, 'bulkWrite', 2, g.onHeld, g.released), rules }) });
     const writerB = createFeedbackWriter({ db, logger: silentLogger, completion: createCompletionTracker({ db, rules }) });
 
     const roundA = writerA.write([responseWrite(1, 1, 1, 'submitted')]);
-    await isHeld;
+    await g.held;
     await writerB.write([responseWrite(1, 1, 2, 'draft')]);
     expect(await statusOf(1), 'after B').to.equal('pending');
-    release();
+    g.release();
     await roundA;
     expect(await statusOf(1), 'after A\'s held write went').to.equal('pending');
+  });
+
+  /**
+   * The short path of a new record, made to race: A inserts the record (status from its first
+   * response alone: pending) and its first response is held; B stores another annotator's
+   * submitted response and recounts (1 submitted: pending, nothing to write); then A's first
+   * response goes. B's token replaced A's, so A must recount (2 submitted: completed). Trust the
+   * status set at insert whatever the token says and the record stays `pending`.
+   */
+  it("a new record's status set at insert is recounted when another worker's recount took the record over before its first response was stored", async () => {
+    const rules = { ruleOf: () => ({ min_submitted: 2 }) };
+    const g = gate();
+    // The writer's first insertMany on responses is A's first response.
+    const writerA = createFeedbackWriter({ db: holdingCall(db, COLLECTIONS.responses, 'insertMany', 1, g.onHeld, g.released), logger: silentLogger, completion: createCompletionTracker({ db, rules }) });
+    const writerB = createFeedbackWriter({ db, logger: silentLogger, completion: createCompletionTracker({ db, rules }) });
+    const roundA = writerA.write([recordWrite(1)]);
+    await g.held;
+    expect(await statusOf(1), 'inserted by A').to.equal('pending');
+    await writerB.write([responseWrite(1, 1, 1, 'submitted')]);
+    expect(await statusOf(1), 'after B, which did not see the first response').to.equal('pending');
+    g.release();
+    await roundA;
+    expect(await statusOf(1)).to.equal('completed');
   });
 
   it('min_submitted 1: a record whose first response is submitted is completed in the round that stores it', async () => {

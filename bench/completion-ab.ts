@@ -1,0 +1,108 @@
+// Issue 25's write-path target: the worker's drain with a completion rule and response history
+// on, against the same drain with both off, in the same run (alternating, fresh databases seeded
+// alike, the same bursts).
+//
+//   node --import tsx bench/completion-ab.ts [--writes N] [--rounds N] [--job-writes N]
+//
+// "off": RESPONSE_HISTORY_MAX=0 and no definition for the dataset (records stay `submitted`).
+// "on": RESPONSE_HISTORY_MAX=20 (the default) and the definition with `completion: {min_submitted: 2}`.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createDatasetAdmin } from '../shared/dataset-admin.js';
+import { startRedis } from '../devkit/servers.js';
+import { buildBurst, buildSeed, DRAIN_DATASET, seedDb } from './lib/drain-writes.js';
+import { fmt } from './lib/report.js';
+import { progress, ROOT, STARTED } from './lib/runner.js';
+import { startTestStore } from './lib/services.js';
+import { monitoredClient } from './lib/store-monitor.js';
+import { drainBurst } from './scenarios/worker-drain.js';
+
+const argv = process.argv.slice(2);
+const num = (name: string, def: number) => {
+  const i = argv.indexOf(name);
+  if (i < 0) return def;
+  const n = Number(argv[i + 1]);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} needs a whole number`);
+  return n;
+};
+const WRITES = num('--writes', 10_000);
+const ROUNDS = num('--rounds', 3);
+const JOB_WRITES = num('--job-writes', 200);
+const BASE_DOCS = 10_000;
+const MODES = {
+  off: { env: { RESPONSE_HISTORY_MAX: '0' }, rule: false },
+  on: { env: { RESPONSE_HISTORY_MAX: '20' }, rule: true },
+} as const;
+type Mode = keyof typeof MODES;
+
+async function main(): Promise<void> {
+  const store = await startTestStore();
+  const redis = await startRedis();
+  const mon = await monitoredClient(store.url);
+  const rows: string[] = [];
+  const rates: Record<string, number[]> = {};
+  try {
+    const base = buildSeed(BASE_DOCS);
+    let n = 0;
+    for (let round = 1; round <= ROUNDS; round++) {
+      for (const mix of ['usual', 'annotation-heavy'] as const) {
+        const burst = buildBurst(WRITES, mix, base.targets);
+        // Alternate which mode goes first, so that neither always meets a warmer store.
+        const order: Mode[] = round % 2 === 1 ? ['off', 'on'] : ['on', 'off'];
+        for (const mode of order) {
+          const name = `ab_${n++}`;
+          const db = mon.client.db(name);
+          await seedDb(db, base);
+          if (MODES[mode].rule) {
+            await createDatasetAdmin({ db }).put(DRAIN_DATASET, {
+              fields: [{ name: 'prompt', type: 'text' }, { name: 'answer', type: 'text' }],
+              questions: [{ name: 'helpful', type: 'number' }, { name: 'ranking', type: 'ranking', required: false }, { name: 'comment', type: 'text', required: false }],
+              completion: { min_submitted: 2 },
+            });
+          }
+          const d = await drainBurst({ redisUrl: redis.url, storeUrl: store.url, mon, dbName: name, burst, seed: base, jobWrites: JOB_WRITES, env: MODES[mode].env });
+          const key = `${mix} ${mode}`;
+          (rates[key] ??= []).push(d.rate);
+          const line = `| ${round} | ${mix} | ${mode} | ${fmt(d.rate)} | ${fmt(d.seconds, 2)} | ${d.verified} |`;
+          rows.push(line);
+          progress(line);
+          await db.dropDatabase();
+        }
+      }
+    }
+  } finally {
+    await mon.client.close().catch(() => undefined);
+    await redis.destroy();
+    await store.stop();
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const summary = (['usual', 'annotation-heavy'] as const).map((mix) => {
+    const on = median(rates[`${mix} on`] ?? []);
+    const off = median(rates[`${mix} off`] ?? []);
+    return `| ${mix} | ${fmt(off)} | ${fmt(on)} | ${(on / off).toFixed(2)}× |`;
+  });
+  const text = [
+    `# Drain with completion rule and history on vs off (${STARTED.toISOString()})`,
+    '',
+    `\`node --import tsx bench/completion-ab.ts ${argv.join(' ')}\``.replace(' `', '`'),
+    '',
+    `${WRITES} writes per burst, jobs of ${JOB_WRITES}, ${ROUNDS} rounds, each drain on a fresh database seeded with ${BASE_DOCS} documents.`,
+    '"on": `RESPONSE_HISTORY_MAX=20` and `completion: {min_submitted: 2}` on the dataset; "off": `RESPONSE_HISTORY_MAX=0`, no definition.',
+    '',
+    '| mix | off writes/s (median) | on writes/s (median) | on / off |',
+    '|---|---|---|---|',
+    ...summary,
+    '',
+    '| round | mix | mode | writes/s | s | verified |',
+    '|---|---|---|---|---|---|',
+    ...rows,
+    '',
+  ].join('\n');
+  const dir = join(ROOT, 'bench', 'results', 'ab', 'completion-history');
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, `${STARTED.toISOString().replace(/[:.]/g, '-').replace(/-\d{3}Z$/, 'Z')}.md`);
+  writeFileSync(file, text);
+  process.stdout.write(`${text}\n(written to ${file})\n`);
+}
+
+await main();
