@@ -10,6 +10,10 @@ export interface RecordDoc {
   external_id?: string;
   metadata?: Record<string, unknown>;
   status: 'submitted';
+  /** The annotator of the record's first response: the person whose words `field_to_value` may hold (erasure). Absent on records of earlier releases. */
+  creator_user_id?: string;
+  /** Acceptance order of the record write (erasure). Absent on records of earlier releases. */
+  seq?: number;
   api_key: string;
   request_id: string;
   created_at: Date;

@@ -363,6 +363,49 @@ export type RecordWrite = v.InferOutput<typeof RecordWrite>;
 const ResponseWrite = v.strictObject({ kind: v.literal('response'), ...writeCommon, response: StoredResponse });
 export type ResponseWrite = v.InferOutput<typeof ResponseWrite>;
 
-/** One write carried by a job: a record with its first response, or a response to a record. */
-export const Write = v.variant('kind', [RecordWrite, ResponseWrite]);
+/**
+ * What happens to records when their creator's feedback is erased (docs/erasure.md): `keep` them,
+ * erase the records the user `created` (their first response was the user's: a chatbot end user's
+ * words in `field_to_value`) with every response to them, or also those left with no response
+ * (`created_and_orphaned`).
+ */
+export const ErasureRecords = v.picklist(['keep', 'created', 'created_and_orphaned'], 'must be one of keep, created, created_and_orphaned');
+export type ErasureRecords = v.InferOutput<typeof ErasureRecords>;
+
+/** Most datasets one erasure may name. */
+export const ERASURE_MAX_DATASETS = 100;
+
+/** Body of `POST /admin/erasures`: whose feedback to erase, where, and what becomes of records. */
+export const ErasureBody = closedObject(
+  {
+    user_id: UserId,
+    datasets: v.exactOptional(
+      v.pipe(
+        v.array(DatasetId, 'must be a list of dataset ids'),
+        v.minLength(1, 'must name at least one dataset (leave it out for every dataset)'),
+        v.maxLength(ERASURE_MAX_DATASETS, `must name at most ${ERASURE_MAX_DATASETS} datasets`),
+      ),
+    ),
+    records: v.optional(ErasureRecords, 'created'),
+  },
+  'must be a JSON object',
+);
+export type ErasureBody = v.InferOutput<typeof ErasureBody>;
+
+/**
+ * An erasure as queued: ordered with the writes by its `seq` like any write. `record_id` and
+ * `response_id` are the erasure id (it shards and dead-letters like a write).
+ */
+const ErasureWrite = v.strictObject({
+  kind: v.literal('erasure'),
+  ...writeCommon,
+  erasure: v.strictObject({ user_id: UserId, datasets: v.exactOptional(v.array(DatasetId)), records: ErasureRecords }),
+});
+export type ErasureWrite = v.InferOutput<typeof ErasureWrite>;
+
+/** One write carried by a job: a record with its first response, a response to a record, or an erasure. */
+export const Write = v.variant('kind', [RecordWrite, ResponseWrite, ErasureWrite]);
 export type Write = v.InferOutput<typeof Write>;
+
+/** A write that stores feedback (what the worker's store round takes); an erasure is the other kind. */
+export type DataWrite = RecordWrite | ResponseWrite;

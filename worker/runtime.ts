@@ -14,6 +14,10 @@ import { createWorkerMetrics, type WorkerMetrics } from './metrics.js';
 import { concurrencyPerShard, createJobSizeAverage } from './concurrency.js';
 import { createWriteProcessor, type JobSummary } from './processor.js';
 import { createFeedbackWriter } from './writer.js';
+import { createErasureGuard, type OnErased } from './erasure-guard.js';
+import { createEraser } from './erasures.js';
+import { createIdMinter } from '../shared/ids.js';
+import { appKeyPrefix } from '../shared/redis-keys.js';
 
 export interface WorkerRuntime {
   /** The BullMQ worker of shard 0: the only one unless `QUEUE_SHARDS` > 1 (tests inspect it). */
@@ -58,6 +62,12 @@ interface WorkerOptions {
   readonly mongo?: MongoHandle;
   /** Node's default process metrics on the worker's registry. Default true. */
   readonly defaultMetrics?: boolean;
+  /**
+   * Called with the response documents erasures remove, after they are removed (the sweeps of
+   * worker/erasures.ts and the store rounds of worker/erasure-guard.ts): where `response.erased`
+   * webhook events come from. A throw fails the job's attempt, which runs again.
+   */
+  readonly onErased?: OnErased;
 }
 
 /** Prepares the store, then starts draining the queue. */
@@ -69,8 +79,10 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     if (ownMongo) await mongo.close();
     throw err;
   });
-  const writer = createFeedbackWriter({ db: primaryDb(mongo), logger });
+  const onErased = options.onErased === undefined ? {} : { onErased: options.onErased };
+  const writer = createFeedbackWriter({ db: primaryDb(mongo), logger, erasures: createErasureGuard({ db: primaryDb(mongo), ...onErased }) });
   const redis = createRedis(config, 'worker', logger);
+  const eraser = createEraser({ db: primaryDb(mongo), redis, appKeyPrefix: appKeyPrefix(config), ids: createIdMinter(config.idSigningSecrets), logger, settleMs: config.erasureSettleMs, ...onErased });
   void checkEvictionPolicy(redis, logger);
   void checkPersistence(redis, logger);
   const shards = queueShards(config);
@@ -89,6 +101,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
   const consumers = shards.map((shard) => {
     const processor = createWriteProcessor({
       writer,
+      eraser,
       deadLetters: createDeadLetterStore(mongo.db),
       logger: shards.length > 1 ? logger.child({ shard: shard.index }) : logger,
       metrics,

@@ -14,6 +14,7 @@ import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
 import { insertNew } from './inserts.js';
 import { createRecordLookup } from './record-lookup.js';
 import { applyUpdates, type UpdateOutcome } from './updates.js';
+import { NO_TOMBSTONES, type ErasureGuard, type Tombstone } from './erasure-guard.js';
 
 /** What became of one write. */
 export type WriteResult =
@@ -24,7 +25,9 @@ export type WriteResult =
   /** The record of this response is not stored yet (still queued in another job). */
   | { readonly kind: 'deferred' }
   /** The store refuses the write for good. */
-  | { readonly kind: 'rejected'; readonly error: string };
+  | { readonly kind: 'rejected'; readonly error: string }
+  /** An erasure accepted after it covers it: not stored, or removed again (worker/erasure-guard.ts). */
+  | { readonly kind: 'erased' };
 
 export interface FeedbackWriter {
   /**
@@ -42,10 +45,13 @@ interface FeedbackWriterOptions {
   readonly maxBatchWrites?: number;
   /** Records remembered as stored, so their responses need no read. Default 100000. */
   readonly recordCacheSize?: number;
+  /** Drops and removes writes that an erasure accepted after them covers; absent = no erasures (the benchmark's stores). */
+  readonly erasures?: ErasureGuard;
 }
 
 const STORED: WriteResult = { kind: 'stored' };
 const DEFERRED: WriteResult = { kind: 'deferred' };
+const ERASED: WriteResult = { kind: 'erased' };
 
 export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWriter {
   const { db, logger } = options;
@@ -60,6 +66,17 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
    */
   async function store(items: readonly SequencedWrite[]): Promise<WriteResult[]> {
     const results: (WriteResult | undefined)[] = new Array<WriteResult | undefined>(items.length);
+    const guard = options.erasures;
+    const before = guard === undefined ? NO_TOMBSTONES : await guard.tombstones(items);
+    const coveredBefore = new Map<number, Tombstone>();
+    for (const [i, item] of items.entries()) {
+      if (!isRecordWrite(item)) continue;
+      const t = before.covering(item, item.write.record.feedback_dataset_id);
+      if (t === undefined) continue;
+      coveredBefore.set(i, t);
+      // The record too, unless the erasure keeps records: then it is stored without its response.
+      if (t.records !== 'keep') results[i] = ERASED;
+    }
     // Records of this round are known once inserted; the others are looked up meanwhile.
     const inRound = new Set(items.filter(isRecordWrite).map((i) => i.write.record_id));
     const [, datasets] = await Promise.all([
@@ -70,7 +87,13 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       if (isRecordWrite(item) && results[i] === undefined) datasets.set(item.write.record_id, item.write.record.feedback_dataset_id);
     }
     for (const [i, item] of items.entries()) {
-      if (isResponseWrite(item) && !datasets.has(item.write.record_id)) results[i] = DEFERRED;
+      if (isRecordWrite(item) && coveredBefore.has(i)) results[i] = ERASED;
+      if (!isResponseWrite(item)) continue;
+      const t = before.covering(item, datasets.get(item.write.record_id));
+      if (t !== undefined) {
+        coveredBefore.set(i, t);
+        results[i] = ERASED;
+      } else if (!datasets.has(item.write.record_id)) results[i] = DEFERRED;
     }
 
     let open = candidatesByResponse(items, results);
@@ -101,6 +124,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       });
       open = next;
     }
+    if (guard !== undefined) await removeCovered(guard, items, datasets, results, coveredBefore);
     return results.map((r, i) => {
       if (r === undefined) throw new Error(`writer left write ${i} of its round undecided`);
       // A record whose first response lost to a later version of it is stored all the same.
@@ -108,9 +132,26 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     });
   }
 
+  /**
+   * After the round: its users' tombstones again, and whatever they cover is removed, stored by
+   * this round under a tombstone inserted meanwhile, or by an earlier attempt of a job.
+   */
+  async function removeCovered(guard: ErasureGuard, items: readonly SequencedWrite[], datasets: ReadonlyMap<string, string>, results: (WriteResult | undefined)[], coveredBefore: ReadonlyMap<number, Tombstone>): Promise<void> {
+    const after = await guard.tombstones(items);
+    const covered: { item: SequencedWrite; tombstone: Tombstone }[] = [];
+    for (const [i, item] of items.entries()) {
+      const datasetId = isRecordWrite(item) ? item.write.record.feedback_dataset_id : datasets.get(item.write.record_id);
+      const tombstone = after.covering(item, datasetId) ?? coveredBefore.get(i);
+      if (tombstone === undefined) continue;
+      covered.push({ item, tombstone });
+      results[i] = ERASED;
+    }
+    await guard.remove(covered);
+  }
+
   async function storeRecords(items: readonly SequencedWrite[], results: (WriteResult | undefined)[]): Promise<void> {
-    const at = items.flatMap((item, i) => (isRecordWrite(item) ? [{ i, item }] : []));
-    const outcomes = await insertNew(records, at.map(({ item }) => recordDoc(item.write)));
+    const at = items.flatMap((item, i) => (isRecordWrite(item) && results[i] === undefined ? [{ i, item }] : []));
+    const outcomes = await insertNew(records, at.map(({ item }) => recordDoc(item.write, item.seq)));
     at.forEach(({ i, item }, k) => {
       const outcome = outcomes[k]!;
       if (outcome.kind === 'rejected') results[i] = outcome;
