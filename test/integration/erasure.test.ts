@@ -194,6 +194,28 @@ describe('POST /admin/erasures (ordered erasure)', () => {
     });
   });
 
+  it("removes the user's idempotency entries and dead letters, not other users'", async () => {
+    stack = await startStack(testConfig(ADMIN));
+    const gina = await stack.post('/feedback-record', recordBody({ response: { user_id: 'gina' } }), { 'Idempotency-Key': 'gina-1' });
+    const hal = await stack.post('/feedback-record', recordBody({ response: { user_id: 'hal' } }), { 'Idempotency-Key': 'hal-1' });
+    expect([gina.status, hal.status]).to.deep.equal([200, 200]);
+    await eventually(async () => ((await records(stack.db).countDocuments({})) === 2 ? true : undefined), 15_000, 'two records');
+    // Letters as the worker writes them: the write as JSON text (a refused write of gina's, one of hal's).
+    const letter = (id: string, user: string) => ({
+      _id: id, reason: 'store_rejected', error: 'test', queue: stack.config.queueName, job_id: '1', write_index: 0, request_id: 'r', record_id: 'rec_x', seq: 1,
+      payload_json: JSON.stringify({ kind: 'response', record_id: 'rec_x', response: { status: 'submitted', values: { v: 1 }, user_id: user } }), failed_at: new Date(),
+    });
+    await stack.db.collection(COLLECTIONS.deadLetters).insertMany([letter('dl-gina', 'gina'), letter('dl-hal', 'hal')] as never[]);
+    const view = await done(stack, await erase(stack, { user_id: 'gina' }));
+    expect(view.removed).to.deep.equal({ responses: 1, records: 1, dead_letters: 1, idempotency_keys: 1 });
+    expect((await stack.db.collection(COLLECTIONS.deadLetters).find({}).toArray()).map((d) => d._id)).to.deep.equal(['dl-hal']);
+    // hal's key still replays; gina's was removed, so the same key runs again as a new write (after the erasure: stored).
+    const halAgain = await stack.post('/feedback-record', recordBody({ response: { user_id: 'hal' } }), { 'Idempotency-Key': 'hal-1' });
+    expect(halAgain.headers.get('idempotent-replayed')).to.equal('true');
+    const ginaAgain = await stack.post('/feedback-record', recordBody({ response: { user_id: 'gina' } }), { 'Idempotency-Key': 'gina-1' });
+    expect(ginaAgain.headers.get('idempotent-replayed')).to.not.equal('true');
+  });
+
   it('admin scope only; 404 for an id never issued; 400 for a bad body', async () => {
     stack = await startStack(testConfig({ ERASURE_SETTLE_MS: '0' }), { worker: false });
     const refused = await stack.post('/admin/erasures', { user_id: 'x' });
