@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { startFerretDb, type ManagedServer } from '../../devkit/servers.js';
+import { createFeedbackClient } from '../../client/index.js';
 import { COLLECTIONS } from '../../shared/mongo.js';
 import { TEST_KEY, testConfig } from '../helpers/env.js';
 import { sharedServices } from '../helpers/root-hooks.js';
@@ -214,6 +215,17 @@ describe('POST /admin/erasures (ordered erasure)', () => {
     expect(halAgain.headers.get('idempotent-replayed')).to.equal('true');
     const ginaAgain = await stack.post('/feedback-record', recordBody({ response: { user_id: 'gina' } }), { 'Idempotency-Key': 'gina-1' });
     expect(ginaAgain.headers.get('idempotent-replayed')).to.not.equal('true');
+
+    // The typed client: erase, then poll until done.
+    const client = createFeedbackClient({ baseUrl: stack.baseUrl, apiKey: TEST_KEY.secret });
+    const accepted = await client.erase({ user_id: 'hal', records: 'keep' }, { idempotencyKey: 'erase-hal' });
+    expect(accepted.status).to.equal('pending');
+    const finished = await eventually(async () => {
+      const v = await client.getErasure(accepted.erasure_id);
+      return v.status === 'done' ? v : undefined;
+    }, 30_000, 'the client erasure');
+    expect(finished).to.deep.include({ erasure_id: accepted.erasure_id, records: 'keep', datasets: null });
+    expect(finished.removed.responses).to.equal(1);
   });
 
   it('admin scope only; 404 for an id never issued; 400 for a bad body', async () => {
