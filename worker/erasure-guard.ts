@@ -89,14 +89,15 @@ export function createErasureGuard(options: { readonly db: Db; readonly onErased
         covering(item, datasetId) {
           const list = byHash.get(hashOf.get(userOf(item)) ?? userHash(userOf(item)));
           if (list === undefined) return undefined;
-          // The highest covering tombstone: it removes the most (a later erasure of every dataset wins over an earlier scoped one).
-          let best: Tombstone | undefined;
+          // Every covering tombstone at once: the highest order (what its removal may take) and
+          // the strictest records rule (a `created` erasure covers the record even when a later one keeps records).
+          let merged: Tombstone | undefined;
           for (const t of list) {
             if (item.seq >= t.seq) continue;
             if (t.datasets !== null && (datasetId === undefined || !t.datasets.includes(datasetId))) continue;
-            if (best === undefined || t.seq > best.seq || (t.records !== 'keep' && best.records === 'keep')) best = t;
+            merged = merged === undefined ? t : { seq: Math.max(merged.seq, t.seq), datasets: null, records: merged.records !== 'keep' ? merged.records : t.records };
           }
-          return best;
+          return merged;
         },
       };
     },
