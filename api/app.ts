@@ -15,6 +15,9 @@ import type { KeyVerifier } from './key-verifier.js';
 import { browserCors } from './middleware/cors.js';
 import type { FeedbackTokens } from './feedback-tokens.js';
 import { FEEDBACK_TOKENS_PATH, postFeedbackToken } from './routes/feedback-tokens.js';
+import { ERASURES_PATH, getErasure } from './routes/erasures.js';
+import type { Collection } from 'mongodb';
+import type { ErasureDoc } from '../shared/erasures.js';
 import { DEAD_LETTERS_PATH, deleteDeadLetter, getDeadLetter, listDeadLetters, retryDeadLetter } from './routes/dead-letters.js';
 import { errorHandler } from './middleware/errors.js';
 import { exactRoutes } from './middleware/exact-routes.js';
@@ -67,6 +70,8 @@ interface AppDeps {
   readonly corsOrigins?: readonly string[];
   /** Dataset definitions: the writes' checks and the `/datasets` endpoints; absent = no checks, not mounted (the benchmark's peers). */
   readonly datasets?: DatasetRouteDeps & { readonly gate: DatasetGate };
+  /** `GET /admin/erasures/{id}` reads the worker's erasure documents here; absent = not mounted (`POST` is a write kind, always mounted). */
+  readonly erasures?: Collection<ErasureDoc>;
   /** The read endpoints' store access (`GET /feedback-record/:id`, `/datasets/...`; read scope); absent = not mounted (the benchmark's servers). */
   readonly reader?: RecordReader;
   /** Response history and dataset progress (read scope); absent = not mounted. */
@@ -89,7 +94,7 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
   // Every write kind at its own path, through the one pipeline; a kind a browser may send also
   // takes feedback tokens (when they are configured).
   const writeRoutes: Record<string, ApiMiddleware[]> = {};
-  const mountWrite = (kind: WriteKind<unknown>): void => {
+  const mountWrite = (kind: WriteKind<unknown, unknown>): void => {
     const tokens = kind.feedbackToken ? deps.feedbackTokens?.tokens : undefined;
     const who = tokens === undefined ? auth : authenticate(deps.keys, { feedbackTokens: tokens });
     const chain = [who, ...rateLimit, ...jsonBody({ limitBytes: deps.bodyLimitBytes }), pipeline.one(kind)];
@@ -126,6 +131,9 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
     router.get(`${DATASETS_PATH}/:id`, ...admin, getDataset(deps.datasets));
     router.get(DATASETS_PATH, ...admin, listDatasets(deps.datasets));
     router.get(`${DATASETS_PATH}/:id/schema`, authenticate(deps.keys), getDatasetSchema(deps.datasets));
+  }
+  if (deps.erasures !== undefined) {
+    router.get(`${ERASURES_PATH}/:id`, authenticate(deps.keys), requireAdmin(), getErasure({ erasures: deps.erasures, ids: deps.ids, retryAfterSeconds: deps.retryAfterSeconds }));
   }
   if (deps.deadLetters !== undefined) {
     const admin = [authenticate(deps.keys), requireAdmin()];

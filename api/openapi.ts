@@ -11,6 +11,8 @@ import { AgreementQuery, DatasetIdParam, EXPORT_QUERY_DOC, RECORD_LIST_QUERY_DOC
 import { FILTER_SCAN_MAX_RECORDS, UPDATED_SINCE_MAX_RECORDS } from './reads.js';
 import { DatasetSchemas, DeadLetterPurged, FeedbackTokenAnswer, HealthBody, ReadinessBody } from './answers.js';
 import { BATCH_STATUS, FEEDBACK_BATCH_PATH } from './write-pipeline.js';
+import { ErasureAccepted, ErasureView } from '../shared/erasures.js';
+import { ERASURES_PATH } from './routes/erasures.js';
 import { WRITE_KINDS, type WriteKind } from './write-kinds.js';
 
 /*
@@ -53,12 +55,14 @@ function write(spec: {
   codes?: readonly ErrorCode[];
   feedbackToken?: true;
   answer?: { status: number; description: string; json: v.GenericSchema };
+  /** `admin`: an admin key only (the erasures). */
+  access?: 'key' | 'admin';
 }): OperationSpec {
-  const { body, codes, answer, ...rest } = spec;
+  const { body, codes, answer, access, ...rest } = spec;
   const success = answer ?? { status: 200, description: 'The write is in Redis, acknowledged, and will reach MongoDB.', json: AcceptedBody };
   return {
     ...rest,
-    access: 'key',
+    access: access ?? 'key',
     headers: ['Idempotency-Key'],
     body: { schema: body, description: JSON_BODY },
     answers: { [success.status]: { description: success.description, json: success.json, headers: ['Idempotent-Replayed', ...RATE_LIMIT_HEADERS] } },
@@ -67,25 +71,21 @@ function write(spec: {
 }
 
 /** The operation of a write kind's own endpoint, from its declaration (api/write-kinds.ts). */
-function writeKindOperation(kind: WriteKind<unknown>): OperationSpec {
-  const { answer, ...openapi } = kind.openapi;
-  return write({
-    ...openapi,
-    body: kind.schema,
-    ...(kind.feedbackToken ? { feedbackToken: true as const } : {}),
-    ...(answer === undefined ? {} : { answer: { status: 200, description: 'The write is in Redis, acknowledged, and will reach MongoDB.', json: answer } }),
-  });
+function writeKindOperation(kind: WriteKind<unknown, unknown>): OperationSpec {
+  return write({ ...kind.openapi, body: kind.schema, ...(kind.feedbackToken ? { feedbackToken: true as const } : {}) });
 }
 
 const DATASET_ID = { id: { description: 'The dataset id (`feedback_dataset_id`).', schema: DatasetId } };
 
 const READ_DATASET_ID = { dataset_id: { description: 'A `feedback_dataset_id` (1-256 characters).', schema: DatasetIdParam } };
 
+const ERASURE_ID = { id: 'The `erasure_id` of the 202 of `POST /admin/erasures`.' };
+
 const DEAD_LETTER_ID = { id: 'The dead letter\'s id (`<queue>:w:<seq>:<response id>`, or `<queue>:job:…` for whole jobs and writes of earlier releases).' };
 
 /** The operations; `batchBody` is the batch envelope as documented (its limit is a setting). */
 const paths = (batchRequestMaxItems: number, batchBody: v.GenericSchema): Paths => ({
-  ...Object.fromEntries(WRITE_KINDS.map((kind: WriteKind<unknown>) => [kind.path, { post: writeKindOperation(kind) }])),
+  ...Object.fromEntries(WRITE_KINDS.map((kind: WriteKind<unknown, unknown>) => [kind.path, { post: writeKindOperation(kind) }])),
   [FEEDBACK_BATCH_PATH]: {
     post: write({
       operationId: 'postFeedbackBatch',
@@ -215,6 +215,17 @@ const paths = (batchRequestMaxItems: number, batchBody: v.GenericSchema): Paths 
   '/metrics': {
     get: { operationId: 'getMetrics', summary: 'Prometheus metrics of this API process', access: 'public', answers: { 200: { description: 'Prometheus text exposition format.', media: 'text/plain' } } },
   },
+  [`${ERASURES_PATH}/{id}`]: {
+    get: {
+      operationId: 'getErasure',
+      summary: 'The state of an erasure: pending or done, what it removed',
+      description: '`pending` while the erasure is queued or running; `done` once every write of the user accepted before its 202 is removed (docs/erasure.md).',
+      access: 'admin',
+      path: ERASURE_ID,
+      codes: ['not_found', 'store_unavailable'],
+      answers: { 200: { description: 'The erasure.', json: ErasureView } },
+    },
+  },
   '/admin/dead-letters': {
     get: { operationId: 'listDeadLetters', summary: 'List dead-lettered writes, newest first', access: 'admin', query: DeadLetterListQuery, codes: ['validation_failed'], answers: { 200: { description: 'One page.', json: DeadLetterPage } } },
   },
@@ -312,6 +323,8 @@ export function createOpenApiDocument(options: { batchRequestMaxItems: number })
       AgreementResponse: AgreementBody,
       RecordHistoryResponse: RecordHistoryBody,
       ProgressResponse: ProgressBody,
+      ErasureAccepted,
+      ErasureView,
     },
     components: {
       securitySchemes: {

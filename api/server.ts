@@ -22,6 +22,7 @@ import { createRateLimiter } from './rate-limit.js';
 import { chainKeyVerifiers, createKeyVerifier } from './key-verifier.js';
 import { createKeyStore } from './key-store.js';
 import { createDeadLetterAdmin } from '../shared/dead-letter-admin.js';
+import { erasureCollection } from '../shared/erasures.js';
 import { createDatasetAdmin } from '../shared/dataset-admin.js';
 import { COLLECTIONS, createMongo, primaryDb } from '../shared/mongo.js';
 import { logConnections } from '../shared/redact-url.js';
@@ -138,6 +139,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
       ...(health === undefined ? {} : { shardAnswers: (index: number) => health.healthy(index) }),
       reader: createRecordReader({ db: mongo.db }),
       annotation: createAnnotationReader({ db: mongo.db }),
+      erasures: erasureCollection(mongo.db),
       datasets: { gate: datasetGate, admin: datasetAdmin, registry: datasetStore, reload: () => datasetStore.refresh() },
       deadLetters: createDeadLetterAdmin({ db: mongo.db, queues, compression: config.queueCompression }),
       feedbackTokens: {

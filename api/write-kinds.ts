@@ -3,6 +3,7 @@ import { SuggestionAcceptedBody, type WriteAnswer } from '../shared/answers.js';
 import { AppError, type ErrorCode } from '../shared/errors.js';
 import type { IdMinter } from '../shared/ids.js';
 import { FeedbackRecordBody, FeedbackResponseBody, FeedbackSuggestionBody, type StoredSuggestion, type SuggestionInput, type Write } from '../shared/schemas.js';
+import { erasureKind } from './erasure-kind.js';
 import type { DatasetGate } from './dataset-gate.js';
 import type { FeedbackTokenScope } from './feedback-tokens.js';
 import type { AuthenticatedKey } from './key-verifier.js';
@@ -17,13 +18,14 @@ import { mayWriteDataset } from './scopes.js';
  */
 
 /** A write ready to be queued, and what the caller is told once it is. */
-export interface BuiltWrite {
+export interface BuiltWrite<Answer = WriteAnswer> {
   readonly write: Write;
-  readonly answer: WriteAnswer;
+  readonly answer: Answer;
 }
 
 /** What the caller of a single write is told: the ids as queued (and a response's status). */
 export function acceptedAnswer(write: Write): WriteAnswer {
+  if (write.kind === 'erasure') throw new Error('an erasure is answered by its own kind (api/erasure-kind.ts)');
   if (write.kind === 'suggestion') return { feedback_record_id: write.record_id, feedback_suggestion_id: write.suggestion.suggestion_id };
   return { feedback_record_id: write.record_id, feedback_response_id: write.response_id, status: write.response.status };
 }
@@ -38,7 +40,9 @@ export interface WriteContext {
   readonly datasets: DatasetGate;
 }
 
-export interface WriteKind<Body> {
+export interface WriteKind<Body, Answer = WriteAnswer> {
+  /** The status of a single call's success and its body from the write as queued; absent = 200 with {@link acceptedAnswer}. */
+  readonly accepted?: { readonly status: number; answer(write: Write): Answer };
   /** The endpoint that takes one write of this kind. */
   readonly path: `/${string}`;
   /** The idempotency fingerprint's endpoint name (a key reused on another endpoint is 409). */
@@ -49,15 +53,17 @@ export interface WriteKind<Body> {
   /** Scope and dataset checks, before anything is queued; throws the AppError the caller gets. */
   check(body: Body, wc: WriteContext): void | Promise<void>;
   /** Mints the ids (from `seed` for an idempotent call: a retry mints the same) and builds the write. */
-  build(body: Body, wc: WriteContext, seed: string | undefined): BuiltWrite;
+  build(body: Body, wc: WriteContext, seed: string | undefined): BuiltWrite<Answer>;
   /** What the OpenAPI document says of its endpoint (the body schema, answers and write codes come from the rest). */
   readonly openapi: {
     readonly operationId: string;
     readonly summary: string;
     readonly description: string;
     readonly codes: readonly ErrorCode[];
-    /** The 200 body, when it is not the response kinds' `AcceptedBody`. */
-    readonly answer?: v.GenericSchema;
+    /** The success answer when it is not the 200 of the ids. */
+    readonly answer?: { readonly status: number; readonly description: string; readonly json: v.GenericSchema };
+    /** `admin`: only an admin key may send it. */
+    readonly access?: 'admin';
   };
 }
 
@@ -185,12 +191,12 @@ export const suggestionWrite: WriteKind<FeedbackSuggestionBody> = {
       'With a dataset definition the question must be one of its questions and the value one a draft response could give it. ' +
       'Read back with the record (GET /feedback-record/{id}) and in the export; compared with the annotators by GET /datasets/{dataset_id}/agreement?include_agents=.',
     codes: ['record_not_found', 'dataset_not_found'],
-    answer: SuggestionAcceptedBody,
+    answer: { status: 200, description: 'The suggestion is in Redis, acknowledged, and will reach MongoDB.', json: SuggestionAcceptedBody },
   },
 };
 
 /** Every kind with an endpoint of its own, in the order the OpenAPI document lists them. */
-export const WRITE_KINDS: readonly WriteKind<unknown>[] = [recordWrite, responseWrite, suggestionWrite];
+export const WRITE_KINDS: readonly WriteKind<unknown, unknown>[] = [recordWrite, responseWrite, suggestionWrite, erasureKind];
 
 /**
  * 404 when no record was ever accepted with the id `recordId` (its tag does not verify), 403 when

@@ -38,7 +38,7 @@ export interface WritePipelineDeps {
 
 export interface WritePipeline {
   /** The route of a kind's own endpoint: one write, answered 200 with its ids. */
-  one<B>(kind: WriteKind<B>): (ctx: ApiContext) => Promise<void>;
+  one<B>(kind: WriteKind<B, unknown>): (ctx: ApiContext) => Promise<void>;
   /** The route of `POST /feedback-batch`: up to `maxItems` writes of any kind, answered 207. */
   batch(maxItems: number): (ctx: ApiContext) => Promise<void>;
 }
@@ -61,10 +61,10 @@ export function createWritePipeline(deps: WritePipelineDeps): WritePipeline {
     }
   }
 
-  async function enqueue(ctx: ApiContext, built: BuiltWrite, bodyBytes: number, options: EnqueueOptions = {}): Promise<EnqueueReceipt> {
+  async function enqueue(ctx: ApiContext, built: BuiltWrite<unknown>, bodyBytes: number, options: EnqueueOptions = {}): Promise<EnqueueReceipt> {
     const receipt = await deps.enqueuer.enqueue(built.write, bodyBytes, options);
     if (deps.logger.isLevelEnabled('debug')) {
-      ctx.state.log.debug({ job_id: receipt.jobId, index: receipt.index, seq: receipt.seq, record_id: built.answer.feedback_record_id }, 'write queued');
+      ctx.state.log.debug({ job_id: receipt.jobId, index: receipt.index, seq: receipt.seq, record_id: built.write.record_id }, 'write queued');
     }
     return receipt;
   }
@@ -83,8 +83,9 @@ export function createWritePipeline(deps: WritePipelineDeps): WritePipeline {
           // Redis shard that stopped answering; the answer gives the ids as queued.
           const remint = seed === undefined ? () => kind.build(body, wc, undefined).write : undefined;
           const receipt = await enqueue(ctx, built, ctx.state.bodyBytes ?? 0, remint === undefined ? {} : { remint });
-          return acceptedAnswer(receipt.write);
+          return kind.accepted === undefined ? acceptedAnswer(receipt.write) : kind.accepted.answer(receipt.write);
         });
+        if (kind.accepted !== undefined) ctx.status = kind.accepted.status;
       };
     },
 

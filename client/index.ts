@@ -2,7 +2,7 @@ import type { ErrorDetail } from '../shared/errors.js';
 import { FeedbackApiError, type FeedbackErrorCode } from './errors.js';
 import { ndjsonValues } from './ndjson.js';
 import { DEFAULT_RETRY_POLICY, nextStep, parseRetryAfter, type AttemptOutcome, type RetryPolicy } from './retry.js';
-import type { Accepted, Agreement, AgreementQuery, BatchItemInput, BatchResult, ListRecordsQuery, Progress, RecordFiltersQuery, RecordHistory, RecordInput, RecordPage, RecordView, ResponseInput, SuggestionAccepted, SuggestionInput } from './types.js';
+import type { Accepted, Agreement, AgreementQuery, BatchItemInput, BatchResult, ErasureAccepted, ErasureInput, ErasureView, ListRecordsQuery, Progress, RecordFiltersQuery, RecordHistory, RecordInput, RecordPage, RecordView, ResponseInput, SuggestionAccepted, SuggestionInput } from './types.js';
 
 export { FeedbackApiError, isFeedbackApiError, type FeedbackErrorCode } from './errors.js';
 export { DEFAULT_RETRY_POLICY, isRetryable, nextStep, parseRetryAfter, retryDelayMs, type AttemptOutcome, type RetryDecision, type RetryPolicy } from './retry.js';
@@ -55,6 +55,14 @@ export interface FeedbackClient {
    * retries, with the same key, are what makes it safe).
    */
   createRecords(items: readonly BatchItemInput[], options?: CallOptions): Promise<BatchResult>;
+  /**
+   * `POST /admin/erasures` (admin key): erase a user's feedback, ordered after every write
+   * acknowledged before the 202. Poll {@link getErasure} until `done`. Pass an `idempotencyKey`
+   * so that a retry after a lost answer does not queue a second erasure.
+   */
+  erase(body: ErasureInput, options?: CallOptions): Promise<ErasureAccepted>;
+  /** `GET /admin/erasures/{id}` (admin key): `pending` or `done`, and what it removed. */
+  getErasure(id: string, options?: CallOptions): Promise<ErasureView>;
   /** `GET /feedback-record/{id}`: the stored record with its responses (404 `record_pending` while still queued). */
   getRecord(id: string, options?: CallOptions): Promise<RecordView>;
   /** `GET /datasets/{id}/records`: one page. */
@@ -227,6 +235,8 @@ export function createFeedbackClient(options: FeedbackClientOptions): FeedbackCl
     respond: (body, callOptions) => post<Accepted>('/feedback-response', body, callOptions),
     suggest: (body, callOptions) => post<SuggestionAccepted>('/feedback-suggestion', body, callOptions),
     createRecords: (items, callOptions) => post<BatchResult>('/feedback-batch', { items }, callOptions),
+    erase: (body, callOptions) => post<ErasureAccepted>('/admin/erasures', body, callOptions),
+    getErasure: (id, callOptions) => get<ErasureView>(`/admin/erasures/${segment(id)}`, callOptions),
     getRecord: (id, callOptions) => get<RecordView>(`/feedback-record/${segment(id)}`, callOptions),
     listRecords: (datasetId, query = {}, callOptions) => get<RecordPage>(`/datasets/${segment(datasetId)}/records${queryString(query)}`, callOptions),
     async *iterateRecords(datasetId, query = {}, callOptions) {

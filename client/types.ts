@@ -1,5 +1,5 @@
 import type * as v from 'valibot';
-import type { BatchResponseToNewRecord, FeedbackBatchItem, FeedbackRecordBody, FeedbackResponseBody, FeedbackSuggestionBody } from '../shared/schemas.js';
+import type { BatchResponseToNewRecord, ErasureBody, FeedbackBatchItem, FeedbackRecordBody, FeedbackResponseBody, FeedbackSuggestionBody } from '../shared/schemas.js';
 
 /*
  * The wire types of the client, derived from the valibot schemas the API validates with
@@ -21,6 +21,11 @@ export type BatchItemInput = FeedbackBatchItem;
 export type { AcceptedBody as Accepted, SuggestionAcceptedBody as SuggestionAccepted, BatchBody as BatchResult, BatchItemResult } from '../shared/answers.js';
 export type { ResponseStatus } from '../shared/schemas.js';
 export type { ErrorDetail } from '../shared/errors.js';
+
+/** Body of `erase` (`POST /admin/erasures`, admin key): whose feedback to erase (docs/erasure.md). */
+export type ErasureInput = v.InferInput<typeof ErasureBody>;
+/** The 202 of `erase`, and what `getErasure` (`GET /admin/erasures/{id}`) answers. */
+export type { ErasureAccepted, ErasureView } from '../shared/erasures.js';
 
 /** What the read API answers (GET /feedback-record/{id}, /datasets/{id}/records, /datasets/{id}/export, /datasets/{id}/agreement). */
 export type { AgreementBody as Agreement, RecordPage, RecordView, ResponseView, SuggestionView } from '../shared/answers.js';

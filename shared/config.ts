@@ -94,6 +94,7 @@ const SETTINGS = {
   jobMaxStalled: int('JOB_MAX_STALLED', { default: 10, min: 0, max: 1000, unit: 'stalls' }, 'Stalls before a job is failed (its writes are then dead-lettered as `job_failed`).'),
   keepCompletedJobs: int('KEEP_COMPLETED_JOBS', { default: 1000, min: 0, max: 10_000_000, unit: 'jobs' }, 'Completed jobs kept in Redis (also at most one hour).'),
   keepFailedJobs: int('KEEP_FAILED_JOBS', { default: 10_000, min: 0, max: 10_000_000, unit: 'jobs' }, 'Failed jobs kept in Redis (also at most seven days).'),
+  erasureSettleMs: int('ERASURE_SETTLE_MS', { default: 10_000, min: 0, max: 3_600_000, unit: 'ms' }, 'How long an erasure waits after its first sweep before the last one and `done`: longer than a store round of any worker process lasts (docs/erasure.md).'),
   storeRetryMaxDelayMs: int('STORE_RETRY_MAX_DELAY_MS', { default: 10_000, min: 10, max: 3_600_000, unit: 'ms' }, 'Cap of the delay between retries while MongoDB is unreachable; these retries use no attempt.'),
   shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', { default: 10_000, min: 100, max: 600_000, unit: 'ms' }, 'Longest graceful shutdown before the process exits anyway.'),
   workerMetricsPort: int('WORKER_METRICS_PORT', { default: 0, min: 0, max: 65535 }, "Port of the worker's `/metrics`; 0 = off."),

@@ -24,6 +24,10 @@ export interface RecordDoc {
    * writes `status` only while the token is still its own (worker/completion.ts).
    */
   completion_token?: string;
+  /** The annotator of the record's first response: the person whose words `field_to_value` may hold (erasure). Absent on records of earlier releases. */
+  creator_user_id?: string;
+  /** Acceptance order of the record write (erasure). Absent on records of earlier releases. */
+  seq?: number;
   api_key: string;
   request_id: string;
   created_at: Date;

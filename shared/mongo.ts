@@ -13,6 +13,8 @@ export const COLLECTIONS = {
   apiKeys: 'api_keys',
   /** Dataset definitions, by dataset id (see shared/dataset-admin.ts). */
   datasets: 'feedback_datasets',
+  /** Erasures and their tombstones, by erasure id (see shared/erasures.ts). */
+  erasures: 'feedback_erasures',
 } as const;
 
 export interface MongoHandle {

@@ -441,11 +441,54 @@ export type ResponseWrite = v.InferOutput<typeof ResponseWrite>;
 const SuggestionWrite = v.strictObject({ kind: v.literal('suggestion'), ...writeBase, suggestion: StoredSuggestion });
 export type SuggestionWrite = v.InferOutput<typeof SuggestionWrite>;
 
-/** One write carried by a job: a record with its first response, a response to a record, or a suggestion. */
-export const Write = v.variant('kind', [RecordWrite, ResponseWrite, SuggestionWrite]);
+/**
+ * What happens to records when their creator's feedback is erased (docs/erasure.md): `keep` them,
+ * erase the records the user `created` (their first response was the user's: a chatbot end user's
+ * words in `field_to_value`) with every response to them, or also those left with no response
+ * (`created_and_orphaned`).
+ */
+export const ErasureRecords = v.picklist(['keep', 'created', 'created_and_orphaned'], 'must be one of keep, created, created_and_orphaned');
+export type ErasureRecords = v.InferOutput<typeof ErasureRecords>;
+
+/** Most datasets one erasure may name. */
+export const ERASURE_MAX_DATASETS = 100;
+
+/** Body of `POST /admin/erasures`: whose feedback to erase, where, and what becomes of records. */
+export const ErasureBody = closedObject(
+  {
+    user_id: UserId,
+    datasets: v.exactOptional(
+      v.pipe(
+        v.array(DatasetId, 'must be a list of dataset ids'),
+        v.minLength(1, 'must name at least one dataset (leave it out for every dataset)'),
+        v.maxLength(ERASURE_MAX_DATASETS, `must name at most ${ERASURE_MAX_DATASETS} datasets`),
+      ),
+    ),
+    records: v.optional(ErasureRecords, 'created'),
+  },
+  'must be a JSON object',
+);
+export type ErasureBody = v.InferOutput<typeof ErasureBody>;
+
+/**
+ * An erasure as queued: ordered with the writes by its `seq` like any write. `record_id` and
+ * `response_id` are the erasure id (it shards and dead-letters like a write).
+ */
+const ErasureWrite = v.strictObject({
+  kind: v.literal('erasure'),
+  ...writeCommon,
+  erasure: v.strictObject({ user_id: UserId, datasets: v.exactOptional(v.array(DatasetId)), records: ErasureRecords }),
+});
+export type ErasureWrite = v.InferOutput<typeof ErasureWrite>;
+
+/** One write carried by a job: a record with its first response, a response to a record, a suggestion, or an erasure. */
+export const Write = v.variant('kind', [RecordWrite, ResponseWrite, SuggestionWrite, ErasureWrite]);
 export type Write = v.InferOutput<typeof Write>;
 
-/** The id of the document a write stores or updates besides its record: its response, or its suggestion. */
+/** A write that stores feedback (what the worker's store round takes); an erasure is the other kind. */
+export type DataWrite = RecordWrite | ResponseWrite | SuggestionWrite;
+
+/** The id of the document a write stores or updates besides its record: its response, or its suggestion (an erasure's: its id). */
 export function writeTargetId(w: Write): string {
   return w.kind === 'suggestion' ? w.suggestion.suggestion_id : w.response_id;
 }

@@ -1,17 +1,27 @@
 import type { Document, Filter, UpdateFilter } from 'mongodb';
 import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
-import type { RecordWrite, ResponseWrite, SuggestionWrite, Write } from '../shared/schemas.js';
+import type { DataWrite, RecordWrite, ResponseWrite, SuggestionWrite, Write } from '../shared/schemas.js';
 
-/** A validated write with its place in the acceptance order. */
-export interface SequencedWrite {
-  readonly write: Write;
+/** A validated write of any kind with its place in the acceptance order. */
+export interface Sequenced<W extends Write> {
+  readonly write: W;
   /** Acceptance order (shared/order-clock.ts); a higher one was accepted later. */
   readonly seq: number;
   /** Place of the write in its job. */
   readonly index: number;
 }
 
-export function recordDoc(w: RecordWrite): RecordDoc {
+/** A validated write of feedback (a record or a response) with its place in the acceptance order. */
+export interface SequencedWrite {
+  readonly write: DataWrite;
+  /** Acceptance order (shared/order-clock.ts); a higher one was accepted later. */
+  readonly seq: number;
+  /** Place of the write in its job. */
+  readonly index: number;
+}
+
+/** `seq`: the record write's acceptance order, kept with its creator so that an erasure can tell which records came before it. */
+export function recordDoc(w: RecordWrite, seq?: number): RecordDoc {
   const at = new Date(w.accepted_at);
   return {
     _id: w.record_id,
@@ -20,6 +30,8 @@ export function recordDoc(w: RecordWrite): RecordDoc {
     ...(w.record.external_id === undefined ? {} : { external_id: w.record.external_id }),
     ...(w.record.metadata === undefined ? {} : { metadata: w.record.metadata }),
     status: 'submitted',
+    creator_user_id: w.response.user_id,
+    ...(seq === undefined ? {} : { seq }),
     api_key: w.api_key,
     request_id: w.request_id,
     created_at: at,

@@ -18,6 +18,10 @@ const INDEXES: readonly { readonly collection: string; readonly index: IndexDesc
   { collection: COLLECTIONS.suggestions, index: { key: { feedback_record_id: 1, question: 1, agent: 1 }, name: 'record_question_agent' } },
   { collection: COLLECTIONS.suggestions, index: { key: { feedback_dataset_id: 1, question: 1, feedback_record_id: 1 }, name: 'dataset_question_record' } },
   { collection: COLLECTIONS.deadLetters, index: { key: { failed_at: 1 }, name: 'failed_at' } },
+  // Erasure (docs/erasure.md): every store round reads its users' tombstones; a sweep finds a user's responses and created records.
+  { collection: COLLECTIONS.erasures, index: { key: { user_hash: 1, seq: 1 }, name: 'user_hash_seq' } },
+  { collection: COLLECTIONS.responses, index: { key: { user_id: 1, seq: 1 }, name: 'user_seq' } },
+  { collection: COLLECTIONS.records, index: { key: { creator_user_id: 1, seq: 1 }, name: 'creator_seq' } },
 ];
 
 /** An index the store refuses for good (options conflicting with an existing index of that name…). */

@@ -17,7 +17,7 @@ export function createWorkerMetrics(options: { defaultMetrics: boolean }): Worke
   return {
     registry,
     jobs: new Counter({ name: 'feedback_worker_jobs_total', help: 'Jobs processed, by outcome (completed, retried, delayed, failed).', labelNames: ['outcome'], registers: [registry] }),
-    writes: new Counter({ name: 'feedback_worker_writes_total', help: 'Writes processed, by outcome (record, response, suggestion, stale, deferred, dead_lettered).', labelNames: ['outcome'], registers: [registry] }),
+    writes: new Counter({ name: 'feedback_worker_writes_total', help: 'Writes processed, by outcome (record, response, suggestion, stale, deferred, dead_lettered, erased: dropped or removed by an erasure, erasure: erasures run).', labelNames: ['outcome'], registers: [registry] }),
     batchSize: new Histogram({ name: 'feedback_worker_batch_size', help: 'Writes per job.', buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000], registers: [registry] }),
     writeSeconds: new Histogram({ name: 'feedback_worker_write_duration_seconds', help: 'Time to store one job in MongoDB.', buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5], registers: [registry] }),
     lagSeconds: new Histogram({ name: 'feedback_worker_lag_seconds', help: 'From acceptance by the API to storage in MongoDB.', buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300], registers: [registry] }),

@@ -6,13 +6,16 @@ import { isWriteJob, legacyAcceptanceSeq, WRITE_JOB_NAME, type WriteJob as AnyWr
 import { decodeJob } from '../shared/job-payload.js';
 import { Write, writeTargetId } from '../shared/schemas.js';
 import { MongoError } from 'mongodb';
-import type { SequencedWrite } from './documents.js';
+import type { Sequenced, SequencedWrite } from './documents.js';
+import type { Eraser, ErasureItem } from './erasures.js';
 import { RecordsPendingError, TransientStoreError, isTransientMongoError } from './errors.js';
 import type { WorkerMetrics } from './metrics.js';
 import type { FeedbackWriter, WriteResult } from './writer.js';
 
 interface ProcessorDeps {
   readonly writer: FeedbackWriter;
+  /** Runs the erasures a job carries (worker/erasures.ts), around its other writes. */
+  readonly eraser: Eraser;
   readonly deadLetters: DeadLetterStore;
   readonly logger: Logger;
   readonly metrics: WorkerMetrics;
@@ -34,6 +37,8 @@ export interface JobSummary {
   readonly suggestions: number;
   readonly stale: number;
   readonly dead_lettered: number;
+  /** Writes an erasure accepted after them covers (not stored, or removed again), and erasures run. */
+  readonly erased?: number;
 }
 
 /** A job of the write queue, whose result is its summary. */
@@ -67,7 +72,7 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
   const { writer, deadLetters, logger, metrics, queueName } = deps;
   let transientStreak = 0;
 
-  async function deadLetter(job: WriteJob, reason: DeadLetterReason, error: string, index: number | null, payload: unknown, item?: SequencedWrite): Promise<void> {
+  async function deadLetter(job: WriteJob, reason: DeadLetterReason, error: string, index: number | null, payload: unknown, item?: Sequenced<Write>): Promise<void> {
     const w = item?.write;
     await deadLetters.record({
       _id: deadLetterId(queueName, job, index, w),
@@ -86,8 +91,8 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
   }
 
   /** The writes of a job that pass the contract, each with its order; the others are dead-lettered. */
-  async function parseWrites(job: WriteJob, writes: readonly unknown[]): Promise<{ items: SequencedWrite[]; deadLettered: number }> {
-    const items: SequencedWrite[] = [];
+  async function parseWrites(job: WriteJob, writes: readonly unknown[]): Promise<{ items: Sequenced<Write>[]; deadLettered: number }> {
+    const items: Sequenced<Write>[] = [];
     let deadLettered = 0;
     for (const [index, raw] of writes.entries()) {
       const parsed = v.safeParse(Write, raw);
@@ -127,12 +132,16 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
       }
       const parsed = await parseWrites(job, envelope.writes);
       let deadLettered = parsed.deadLettered;
-      const items = parsed.items;
-      const jobLog = log.child({ request_ids: [...new Set(items.map((i) => i.write.request_id))] });
+      const erasures = parsed.items.filter((i): i is ErasureItem => i.write.kind === 'erasure');
+      const items = parsed.items.filter((i): i is SequencedWrite => i.write.kind !== 'erasure');
+      const jobLog = log.child({ request_ids: [...new Set(parsed.items.map((i) => i.write.request_id))] });
 
+      // An erasure's tombstone is stored before the writes of its job: those below it are then dropped, not stored and removed.
+      if (erasures.length > 0) await deps.eraser.begin(erasures);
       const started = process.hrtime.bigint();
       const results = await writer.write(items);
       metrics.writeSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
+      if (erasures.length > 0) await deps.eraser.finish(erasures);
       transientStreak = 0;
 
       const having = (kind: WriteResult['kind']) => items.filter((_, i) => results[i]!.kind === kind);
@@ -167,12 +176,15 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
         suggestions: stored.filter((i) => i.write.kind === 'suggestion').length,
         stale: having('stale').length,
         dead_lettered: deadLettered,
+        erased: having('erased').length + erasures.length,
       };
       metrics.batchSize.observe(items.length);
       metrics.writes.inc({ outcome: 'record' }, summary.records);
       metrics.writes.inc({ outcome: 'response' }, summary.responses);
       metrics.writes.inc({ outcome: 'suggestion' }, summary.suggestions);
       metrics.writes.inc({ outcome: 'stale' }, summary.stale);
+      metrics.writes.inc({ outcome: 'erased' }, having('erased').length);
+      metrics.writes.inc({ outcome: 'erasure' }, erasures.length);
       metrics.jobs.inc({ outcome: 'completed' });
       jobLog.info({ writes: items.length, ...summary }, 'job stored');
       return summary;

@@ -16,6 +16,10 @@ import { createWriteProcessor, type JobSummary } from './processor.js';
 import { createFeedbackWriter } from './writer.js';
 import { createCompletionRules } from './completion-rules.js';
 import { createCompletionTracker, type RecordStatusChange } from './completion.js';
+import { createErasureGuard, type OnErased } from './erasure-guard.js';
+import { createEraser } from './erasures.js';
+import { createIdMinter } from '../shared/ids.js';
+import { appKeyPrefix } from '../shared/redis-keys.js';
 
 export interface WorkerRuntime {
   /** The BullMQ worker of shard 0: the only one unless `QUEUE_SHARDS` > 1 (tests inspect it). */
@@ -62,6 +66,12 @@ interface WorkerOptions {
   readonly defaultMetrics?: boolean;
   /** Told of the records whose completion status the worker changed, after the change is stored (worker/completion.ts). */
   readonly onRecordStatusChanged?: (changes: readonly RecordStatusChange[]) => void | Promise<void>;
+  /**
+   * Called with the response documents erasures remove, after they are removed (the sweeps of
+   * worker/erasures.ts and the store rounds of worker/erasure-guard.ts): where `response.erased`
+   * webhook events come from. A throw fails the job's attempt, which runs again.
+   */
+  readonly onErased?: OnErased;
 }
 
 /** Prepares the store, then starts draining the queue. */
@@ -80,8 +90,10 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     rules: completionRules,
     ...(options.onRecordStatusChanged === undefined ? {} : { onStatusChanged: options.onRecordStatusChanged }),
   });
-  const writer = createFeedbackWriter({ db: primaryDb(mongo), logger, completion, historyMax: config.responseHistoryMax });
+  const onErased = options.onErased === undefined ? {} : { onErased: options.onErased };
+  const writer = createFeedbackWriter({ db: primaryDb(mongo), logger, completion, historyMax: config.responseHistoryMax, erasures: createErasureGuard({ db: primaryDb(mongo), ...onErased }) });
   const redis = createRedis(config, 'worker', logger);
+  const eraser = createEraser({ db: primaryDb(mongo), redis, appKeyPrefix: appKeyPrefix(config), ids: createIdMinter(config.idSigningSecrets), logger, settleMs: config.erasureSettleMs, ...onErased });
   void checkEvictionPolicy(redis, logger);
   void checkPersistence(redis, logger);
   const shards = queueShards(config);
@@ -100,6 +112,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
   const consumers = shards.map((shard) => {
     const processor = createWriteProcessor({
       writer,
+      eraser,
       deadLetters: createDeadLetterStore(mongo.db),
       logger: shards.length > 1 ? logger.child({ shard: shard.index }) : logger,
       metrics,

@@ -14,13 +14,14 @@ import {
   type SequencedWrite,
 } from './documents.js';
 import type { RecordDoc, ResponseDoc, SuggestionDoc } from '../shared/documents.js';
-import { writeTargetId, type RecordWrite } from '../shared/schemas.js';
+import { writeTargetId } from '../shared/schemas.js';
 import { createSuggestionRound, type SuggestionChange } from './suggestions.js';
 import { insertNew } from './inserts.js';
 import { createRecordLookup } from './record-lookup.js';
 import { applyUpdates, type UpdateOutcome } from './updates.js';
 import type { CompletionRound, CompletionTracker } from './completion.js';
 import { responseUpdateWithHistory } from './response-history.js';
+import { NO_TOMBSTONES, type ErasureGuard, type Tombstone } from './erasure-guard.js';
 
 /** What became of one write. */
 export type WriteResult =
@@ -31,7 +32,9 @@ export type WriteResult =
   /** The record of this response is not stored yet (still queued in another job). */
   | { readonly kind: 'deferred' }
   /** The store refuses the write for good. */
-  | { readonly kind: 'rejected'; readonly error: string };
+  | { readonly kind: 'rejected'; readonly error: string }
+  /** An erasure accepted after it covers it: not stored, or removed again (worker/erasure-guard.ts). */
+  | { readonly kind: 'erased' };
 
 export interface FeedbackWriter {
   /**
@@ -55,10 +58,13 @@ interface FeedbackWriterOptions {
   readonly historyMax?: number;
   /** Called with the suggestion versions each round stored (the webhooks' outbox, issue 24); must not throw. */
   readonly onSuggestionsStored?: (changes: readonly SuggestionChange[]) => void;
+  /** Drops and removes writes that an erasure accepted after them covers; absent = no erasures (the benchmark's stores). */
+  readonly erasures?: ErasureGuard;
 }
 
 const STORED: WriteResult = { kind: 'stored' };
 const DEFERRED: WriteResult = { kind: 'deferred' };
+const ERASED: WriteResult = { kind: 'erased' };
 
 export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWriter {
   const { db, logger } = options;
@@ -74,6 +80,17 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
    */
   async function store(items: readonly SequencedWrite[]): Promise<WriteResult[]> {
     const results: (WriteResult | undefined)[] = new Array<WriteResult | undefined>(items.length);
+    const guard = options.erasures;
+    const before = guard === undefined ? NO_TOMBSTONES : await guard.tombstones(items);
+    const coveredBefore = new Map<number, Tombstone>();
+    for (const [i, item] of items.entries()) {
+      if (!isRecordWrite(item)) continue;
+      const t = before.covering(item, item.write.record.feedback_dataset_id);
+      if (t === undefined) continue;
+      coveredBefore.set(i, t);
+      // The record too, unless the erasure keeps records: then it is stored without its response.
+      if (t.records !== 'keep') results[i] = ERASED;
+    }
     // Records of this round are known once inserted; the others are looked up meanwhile.
     const inRound = new Set(items.filter(isRecordWrite).map((i) => i.write.record_id));
     const completion = options.completion?.round();
@@ -86,7 +103,13 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       if (isRecordWrite(item) && results[i] === undefined) datasets.set(item.write.record_id, item.write.record.feedback_dataset_id);
     }
     for (const [i, item] of items.entries()) {
-      if (isResponseWrite(item) && !datasets.has(item.write.record_id)) results[i] = DEFERRED;
+      if (isRecordWrite(item) && coveredBefore.has(i)) results[i] = ERASED;
+      if (!isResponseWrite(item)) continue;
+      const t = before.covering(item, datasets.get(item.write.record_id));
+      if (t !== undefined) {
+        coveredBefore.set(i, t);
+        results[i] = ERASED;
+      } else if (!datasets.has(item.write.record_id)) results[i] = DEFERRED;
     }
 
     // Suggestions go in their own commands beside the responses' (worker/suggestions.ts).
@@ -95,6 +118,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       if (isSuggestionWrite(items[i]!)) results[i] = outcome.kind === 'stale' ? { kind: 'stale', newer: undefined } : outcome;
       else if (outcome.kind === 'rejected' && results[i]?.kind !== 'rejected') results[i] = outcome;
     }
+    if (guard !== undefined) await removeCovered(guard, items, datasets, results, coveredBefore);
     if (completion !== undefined) await completion.finish(...touchedRecords(items, results, datasets, inserted));
     return results.map((r, i) => {
       if (r === undefined) throw new Error(`writer left write ${i} of its round undecided`);
@@ -136,6 +160,23 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
   }
 
   /**
+   * After the round: its users' tombstones again, and whatever they cover is removed, stored by
+   * this round under a tombstone inserted meanwhile, or by an earlier attempt of a job.
+   */
+  async function removeCovered(guard: ErasureGuard, items: readonly SequencedWrite[], datasets: ReadonlyMap<string, string>, results: (WriteResult | undefined)[], coveredBefore: ReadonlyMap<number, Tombstone>): Promise<void> {
+    const after = await guard.tombstones(items);
+    const covered: { item: SequencedWrite; tombstone: Tombstone }[] = [];
+    for (const [i, item] of items.entries()) {
+      const datasetId = isRecordWrite(item) ? item.write.record.feedback_dataset_id : datasets.get(item.write.record_id);
+      const tombstone = after.covering(item, datasetId) ?? coveredBefore.get(i);
+      if (tombstone === undefined) continue;
+      covered.push({ item, tombstone });
+      results[i] = ERASED;
+    }
+    await guard.remove(covered);
+  }
+
+  /**
    * For the round's completion: the records of every response of the round that reached the store
    * (stored, or stale against a later version: a job run again after a crash recounts too, so a
    * status is never left behind by a response stored in a round that died before its recount);
@@ -161,9 +202,12 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
   }
 
   async function storeRecords(items: readonly SequencedWrite[], results: (WriteResult | undefined)[], completion: CompletionRound | undefined, inserted: Set<string>): Promise<void> {
-    const at = items.flatMap((item, i) => (isRecordWrite(item) ? [{ i, item }] : []));
-    const docOf = (w: RecordWrite) => (completion === undefined ? recordDoc(w) : { ...recordDoc(w), ...completion.newRecordFields(w.record.feedback_dataset_id, w.response.status) });
-    const outcomes = await insertNew(records, at.map(({ item }) => docOf(item.write)));
+    const at = items.flatMap((item, i) => (isRecordWrite(item) && results[i] === undefined ? [{ i, item }] : []));
+    const docOf = (item: (typeof at)[number]['item']) => {
+      const doc = recordDoc(item.write, item.seq);
+      return completion === undefined ? doc : { ...doc, ...completion.newRecordFields(item.write.record.feedback_dataset_id, item.write.response.status) };
+    };
+    const outcomes = await insertNew(records, at.map(({ item }) => docOf(item)));
     at.forEach(({ i, item }, k) => {
       const outcome = outcomes[k]!;
       if (outcome.kind === 'rejected') results[i] = outcome;

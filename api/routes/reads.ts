@@ -35,7 +35,7 @@ export function requireRead(): ApiMiddleware {
 const STORE_DOWN_ERRORS = new Set(['MongoTopologyClosedError', 'MongoNotConnectedError', 'MongoPoolClearedError', 'MongoOperationTimeoutError']);
 
 /** MongoDB unreachable is the store's moment, not a bug: 503 with Retry-After instead of 500. */
-export async function fromStore<T>(deps: ReadRouteDeps, read: () => Promise<T>): Promise<T> {
+export async function fromStore<T>(deps: Pick<ReadRouteDeps, 'retryAfterSeconds'>, read: () => Promise<T>): Promise<T> {
   try {
     return await read();
   } catch (err) {

@@ -4,7 +4,7 @@ import type { Db } from 'mongodb';
 import { createIdMinter } from '../../shared/ids.js';
 import { COLLECTIONS } from '../../shared/mongo.js';
 import { createOrderClock } from '../../shared/order-clock.js';
-import type { RecordWrite, ResponseWrite, Write } from '../../shared/schemas.js';
+import type { DataWrite as Write, RecordWrite, ResponseWrite } from '../../shared/schemas.js';
 import type { RecordDoc, ResponseDoc } from '../../shared/documents.js';
 import { firstResponseDoc, recordDoc } from '../../worker/documents.js';
 import { ensureIndexes } from '../../worker/indexes.js';

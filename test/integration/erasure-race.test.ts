@@ -1,0 +1,76 @@
+import { expect } from 'chai';
+import { MongoClient, type Db } from 'mongodb';
+import type { ResponseDoc } from '../../shared/documents.js';
+import type { ResponseWrite } from '../../shared/schemas.js';
+import { erasureCollection, NO_COUNTS, userHash } from '../../shared/erasures.js';
+import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
+import { createErasureGuard, type ErasureGuard } from '../../worker/erasure-guard.js';
+import { ensureIndexes } from '../../worker/indexes.js';
+import { createFeedbackWriter } from '../../worker/writer.js';
+import { uniqueName } from '../helpers/env.js';
+import { sharedServices } from '../helpers/root-hooks.js';
+import { silentLogger } from '../helpers/stack.js';
+import { recordWrite, version } from '../helpers/writes.js';
+
+/*
+ * The race of docs/erasure.md: a store round reads the tombstones, an erasure stores its
+ * tombstone and sweeps (finding nothing of the round yet), then the round stores. The round's
+ * second read of the tombstones must remove what it stored, or the erasure would say done over a
+ * write it never saw.
+ */
+describe('erasure guard: a store round that read the tombstones just before an erasure', () => {
+  let client: MongoClient;
+  let db: Db;
+  beforeEach(async () => {
+    client = new MongoClient(sharedServices().mongoUrl, { ...mongoClientOptions(), retryWrites: false });
+    db = client.db(uniqueName('erasure_race').replace(/-/g, '_'));
+    await ensureIndexes(db);
+  });
+  afterEach(async () => {
+    await db.dropDatabase().catch(() => undefined);
+    await client.close();
+  });
+
+  /** A guard whose first read of the tombstones is followed, before the round goes on, by an erasure's tombstone. */
+  function racingGuard(user: string, seq: number, records: 'keep' | 'created', erased: ResponseDoc[]): ErasureGuard {
+    const real = createErasureGuard({ db, onErased: (docs) => void erased.push(...docs) });
+    let raced = false;
+    return {
+      async tombstones(items) {
+        const seen = await real.tombstones(items);
+        if (!raced) {
+          raced = true;
+          await erasureCollection(db).insertOne({
+            _id: `era_race_${user}`, user_hash: userHash(user), datasets: null, records, seq, status: 'pending', removed: { ...NO_COUNTS },
+            api_key: 'tester', request_id: 'req-race', requested_at: new Date(), finished_at: null,
+          });
+        }
+        return seen;
+      },
+      remove: (covered) => real.remove(covered),
+    };
+  }
+
+  it('a response version stored by that round is removed before the round returns, and reported to onErased', async () => {
+    await createFeedbackWriter({ db, logger: silentLogger }).write([recordWrite(1)]);
+    const v2 = version(1, 1, 2);
+    const erased: ResponseDoc[] = [];
+    const writer = createFeedbackWriter({ db, logger: silentLogger, erasures: racingGuard('ann-1', v2.seq + 1, 'keep', erased) });
+    const results = await writer.write([v2]);
+    expect(results.map((r) => r.kind)).to.deep.equal(['erased']);
+    expect(await db.collection(COLLECTIONS.responses).countDocuments({ user_id: 'ann-1' })).to.equal(0);
+    expect(erased.map((d) => d._id)).to.deep.equal([(v2.write as ResponseWrite).response_id]);
+    // A later version of the same annotator, above the tombstone, is stored.
+    const v3 = { ...version(1, 1, 3), seq: v2.seq + 2 };
+    expect((await writer.write([v3])).map((r) => r.kind)).to.deep.equal(['stored']);
+  });
+
+  it("a record its creator's erasure covers is removed with its responses", async () => {
+    const rec = recordWrite(2);
+    const erased: ResponseDoc[] = [];
+    const writer = createFeedbackWriter({ db, logger: silentLogger, erasures: racingGuard('end-user', rec.seq + 1, 'created', erased) });
+    expect((await writer.write([rec])).map((r) => r.kind)).to.deep.equal(['erased']);
+    expect(await db.collection<{ _id: string }>(COLLECTIONS.records).countDocuments({ _id: rec.write.record_id })).to.equal(0);
+    expect(await db.collection(COLLECTIONS.responses).countDocuments({ feedback_record_id: rec.write.record_id })).to.equal(0);
+  });
+});

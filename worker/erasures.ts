@@ -1,0 +1,190 @@
+import type { Db, Filter } from 'mongodb';
+import type { DeadLetter } from '../shared/dead-letters.js';
+import type { RecordDoc, ResponseDoc, SuggestionDoc } from '../shared/documents.js';
+import { erasureCollection, NO_COUNTS, userHash, type ErasureCounts } from '../shared/erasures.js';
+import { deleteIdempotencyEntries } from '../shared/idempotency-scan.js';
+import type { IdMinter } from '../shared/ids.js';
+import type { Logger } from '../shared/logger.js';
+import { COLLECTIONS } from '../shared/mongo.js';
+import { sleep } from '../shared/process.js';
+import type { RedisClient } from '../shared/redis.js';
+import type { ErasureWrite } from '../shared/schemas.js';
+import type { Sequenced } from './documents.js';
+import type { OnErased } from './erasure-guard.js';
+import { isTransientMongoError, TransientStoreError } from './errors.js';
+
+/*
+ * The worker's side of one erasure (docs/erasure.md). `begin` stores the tombstone (from then on
+ * every store round drops the user's older writes, worker/erasure-guard.ts) and sweeps what is
+ * stored below it; `finish` waits ERASURE_SETTLE_MS, so that a round of another worker process
+ * that read the tombstones before this one existed has ended (and removed what it stored),
+ * sweeps again, removes idempotency entries and marks the erasure done. Every step is
+ * idempotent: a job retried after a crash or an outage runs them again.
+ */
+
+/** Documents read and removed per step of a sweep, so that a user with many writes never fills memory. */
+const SWEEP_PAGE = 1000;
+
+export type ErasureItem = Sequenced<ErasureWrite>;
+
+export interface Eraser {
+  /** Stores the tombstones, then removes what they cover. Run before the job's other writes. */
+  begin(items: readonly ErasureItem[]): Promise<void>;
+  /** After the settle delay: sweeps again, removes idempotency entries, marks each done. */
+  finish(items: readonly ErasureItem[]): Promise<void>;
+}
+
+export interface EraserOptions {
+  readonly db: Db;
+  readonly redis: RedisClient;
+  /** `appKeyPrefix(config)`: where the API keeps idempotency entries. */
+  readonly appKeyPrefix: string;
+  readonly ids: IdMinter;
+  readonly logger: Logger;
+  /** ERASURE_SETTLE_MS: longer than a store round lasts; 0 in tests of one worker process. */
+  readonly settleMs: number;
+  /** Receives every response document removed (for `response.erased` webhook events). */
+  readonly onErased?: OnErased;
+}
+
+async function storeCall<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    if (isTransientMongoError(err)) throw new TransientStoreError(err);
+    throw err;
+  }
+}
+
+function escapeRegex(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+export function createEraser(options: EraserOptions): Eraser {
+  const { db, logger } = options;
+  const erasures = erasureCollection(db);
+  const records = db.collection<RecordDoc>(COLLECTIONS.records);
+  const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
+  const suggestions = db.collection<SuggestionDoc>(COLLECTIONS.suggestions);
+  const deadLetters = db.collection<DeadLetter>(COLLECTIONS.deadLetters);
+
+  async function erased(docs: readonly ResponseDoc[]): Promise<void> {
+    if (docs.length > 0) await options.onErased?.(docs);
+  }
+
+  /** Removes what the erasure covers that is stored now; returns the counts of this pass. */
+  async function sweep({ write, seq }: ErasureItem): Promise<ErasureCounts> {
+    const { user_id: userId, datasets, records: rule } = write.erasure;
+    const inDatasets = datasets === undefined ? {} : { feedback_dataset_id: { $in: datasets } };
+    const counts = { ...NO_COUNTS };
+    const erasedRecords: string[] = [];
+
+    if (rule !== 'keep') {
+      // Records the user created before the erasure, with every response to them.
+      for (;;) {
+        const page = await storeCall(() => records.find({ creator_user_id: userId, seq: { $lt: seq }, ...inDatasets }, { projection: { _id: 1 } }).limit(SWEEP_PAGE).toArray());
+        if (page.length === 0) break;
+        const ids = page.map((r) => r._id);
+        const docs = await storeCall(() => responses.find({ feedback_record_id: { $in: ids } }).toArray());
+        counts.responses += (await storeCall(() => responses.deleteMany({ feedback_record_id: { $in: ids } }))).deletedCount;
+        await storeCall(() => suggestions.deleteMany({ feedback_record_id: { $in: ids } }));
+        counts.records += (await storeCall(() => records.deleteMany({ _id: { $in: ids } }))).deletedCount;
+        erasedRecords.push(...ids);
+        await erased(docs);
+      }
+    }
+
+    if (rule === 'keep') {
+      // Kept records keep their fields but no longer name the user as their creator.
+      await storeCall(() => records.updateMany({ creator_user_id: userId, seq: { $lt: seq }, ...inDatasets }, { $unset: { creator_user_id: '' } }));
+    }
+
+    const touched = new Set<string>();
+    for (;;) {
+      const docs = await storeCall(() => responses.find({ user_id: userId, seq: { $lt: seq }, ...inDatasets }).limit(SWEEP_PAGE).toArray());
+      if (docs.length === 0) break;
+      const removed = (await storeCall(() => responses.deleteMany({ _id: { $in: docs.map((d) => d._id) }, seq: { $lt: seq } }))).deletedCount;
+      counts.responses += removed;
+      for (const d of docs) touched.add(d.feedback_record_id);
+      await erased(docs);
+      // Nothing removed: each was replaced by a later version meanwhile, which the next find does not return either.
+      if (removed === 0) break;
+    }
+
+    if (rule === 'created_and_orphaned' && touched.size > 0) {
+      const ids = [...touched];
+      const answered = new Set(await storeCall(() => responses.distinct('feedback_record_id', { feedback_record_id: { $in: ids } })));
+      const orphans = ids.filter((id) => !answered.has(id));
+      if (orphans.length > 0) {
+        await storeCall(() => suggestions.deleteMany({ feedback_record_id: { $in: orphans } }));
+        counts.records += (await storeCall(() => records.deleteMany({ _id: { $in: orphans } }))).deletedCount;
+        erasedRecords.push(...orphans);
+      }
+    }
+
+    // Dead letters of the user's writes before the erasure (their payload is the write as JSON
+    // text), and of any write to a record erased here; a whole-job letter has no seq.
+    const ofUser: Filter<DeadLetter>[] = [{ payload_json: { $regex: escapeRegex(`"user_id":${JSON.stringify(userId)}`) } }];
+    if (erasedRecords.length > 0) ofUser.push({ record_id: { $in: erasedRecords } });
+    const letters = await storeCall(() => deadLetters.deleteMany({ $and: [{ $or: [{ seq: { $lt: seq } }, { seq: null }] }, { $or: ofUser }] }));
+    counts.dead_letters += letters.deletedCount;
+    return counts;
+  }
+
+  async function add(item: ErasureItem, counts: ErasureCounts, done: boolean): Promise<void> {
+    const set = done ? { $set: { status: 'done' as const, finished_at: new Date() } } : {};
+    await storeCall(() =>
+      erasures.updateOne(
+        { _id: item.write.record_id },
+        {
+          ...set,
+          $inc: { 'removed.responses': counts.responses, 'removed.records': counts.records, 'removed.dead_letters': counts.dead_letters, 'removed.idempotency_keys': counts.idempotency_keys },
+        },
+      ),
+    );
+  }
+
+  return {
+    async begin(items) {
+      for (const item of items) {
+        const w = item.write;
+        await storeCall(() =>
+          erasures.updateOne(
+            { _id: w.record_id },
+            {
+              $setOnInsert: {
+                user_hash: userHash(w.erasure.user_id),
+                datasets: w.erasure.datasets ?? null,
+                records: w.erasure.records,
+                seq: item.seq,
+                status: 'pending',
+                removed: { ...NO_COUNTS },
+                api_key: w.api_key,
+                request_id: w.request_id,
+                requested_at: new Date(w.accepted_at),
+                finished_at: null,
+              },
+            },
+            { upsert: true },
+          ),
+        );
+        await add(item, await sweep(item), false);
+      }
+    },
+
+    async finish(items) {
+      if (items.length === 0) return;
+      if (options.settleMs > 0) await sleep(options.settleMs);
+      for (const item of items) {
+        const counts = await sweep(item);
+        const { user_id: userId, datasets } = item.write.erasure;
+        counts.idempotency_keys = await deleteIdempotencyEntries(options.redis, options.appKeyPrefix, ({ recordId, responseId }) => {
+          if (options.ids.responseId(recordId, userId) !== responseId) return false;
+          return datasets === undefined || datasets.some((d) => options.ids.datasetMatches(recordId, d));
+        });
+        await add(item, counts, true);
+        logger.info({ erasure_id: item.write.record_id, seq: item.seq, request_id: item.write.request_id }, 'erasure done');
+      }
+    },
+  };
+}
