@@ -11,6 +11,10 @@ export const COLLECTIONS = {
   apiKeys: 'api_keys',
   /** Dataset definitions, by dataset id (see shared/dataset-admin.ts). */
   datasets: 'feedback_datasets',
+  /** Webhook endpoints (see shared/webhook-admin.ts). */
+  webhookEndpoints: 'webhook_endpoints',
+  /** Webhook events waiting for, or done with, their delivery: one document per (endpoint, event). */
+  webhookOutbox: 'webhook_outbox',
 } as const;
 
 export interface MongoHandle {

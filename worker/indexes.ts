@@ -13,6 +13,9 @@ const INDEXES: readonly { readonly collection: string; readonly index: IndexDesc
   // The agreement endpoint reads a dataset's submitted responses in record order, a unit at a time.
   { collection: COLLECTIONS.responses, index: { key: { feedback_dataset_id: 1, status: 1, feedback_record_id: 1 }, name: 'dataset_status_record' } },
   { collection: COLLECTIONS.deadLetters, index: { key: { failed_at: 1 }, name: 'failed_at' } },
+  // Webhook deliveries: the dispatcher's scan of an endpoint's pending events in order, and a record's events of an endpoint.
+  { collection: COLLECTIONS.webhookOutbox, index: { key: { endpoint_id: 1, status: 1, seq: 1, rank: 1 }, name: 'endpoint_status_seq' } },
+  { collection: COLLECTIONS.webhookOutbox, index: { key: { endpoint_id: 1, key: 1, status: 1, seq: 1 }, name: 'endpoint_key_status' } },
 ];
 
 /** An index the store refuses for good (options conflicting with an existing index of that name…). */

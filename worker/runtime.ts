@@ -14,6 +14,7 @@ import { createWorkerMetrics, type WorkerMetrics } from './metrics.js';
 import { concurrencyPerShard, createJobSizeAverage } from './concurrency.js';
 import { createWriteProcessor, type JobSummary } from './processor.js';
 import { createFeedbackWriter } from './writer.js';
+import { startWebhooks, type WorkerWebhooks } from './webhooks.js';
 
 export interface WorkerRuntime {
   /** The BullMQ worker of shard 0: the only one unless `QUEUE_SHARDS` > 1 (tests inspect it). */
@@ -24,6 +25,8 @@ export interface WorkerRuntime {
   readonly redis: RedisClient;
   readonly metrics: WorkerMetrics;
   readonly metricsServer: Server | undefined;
+  /** Webhook events and deliveries (worker/webhooks.ts). */
+  readonly webhooks: WorkerWebhooks;
   /** Finishes the jobs in hand (bounded by the caller), then closes every connection. */
   close(): Promise<void>;
 }
@@ -69,12 +72,13 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     if (ownMongo) await mongo.close();
     throw err;
   });
-  const writer = createFeedbackWriter({ db: primaryDb(mongo), logger });
   const redis = createRedis(config, 'worker', logger);
   void checkEvictionPolicy(redis, logger);
   void checkPersistence(redis, logger);
   const shards = queueShards(config);
   const metrics = createWorkerMetrics({ defaultMetrics: options.defaultMetrics ?? true });
+  const webhooks = await startWebhooks(config, { db: primaryDb(mongo), redis, logger, registry: metrics.registry });
+  const writer = createFeedbackWriter({ db: primaryDb(mongo), logger, events: webhooks.roundEvents });
   // The store is shared by every shard: when it is down, every shard's queue waits.
   const pauseQueues = async (ms: number) => {
     await Promise.all(consumers.map((c) => c.queue.rateLimit(ms)));
@@ -144,9 +148,11 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     redis,
     metrics,
     metricsServer,
+    webhooks,
     close() {
       closing ??= (async () => {
         await Promise.all(workers.map((w) => w.close()));
+        await webhooks.close();
         metricsServer?.close();
         await Promise.all(queues.map((q) => q.close()));
         if (ownMongo) await mongo.close();

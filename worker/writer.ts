@@ -14,6 +14,14 @@ import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
 import { insertNew } from './inserts.js';
 import { createRecordLookup } from './record-lookup.js';
 import { applyUpdates, type UpdateOutcome } from './updates.js';
+import type { RoundEvents } from './round-events.js';
+
+/** What a round stored, for its webhook events (worker/round-events.ts); kept only while some endpoint is subscribed. */
+interface RoundNotes {
+  records: number[];
+  insertedResponses: number[];
+  maybeStored: number[];
+}
 
 /** What became of one write. */
 export type WriteResult =
@@ -42,6 +50,8 @@ interface FeedbackWriterOptions {
   readonly maxBatchWrites?: number;
   /** Records remembered as stored, so their responses need no read. Default 100000. */
   readonly recordCacheSize?: number;
+  /** Webhook events of each round, appended before the round's jobs complete; absent = none. */
+  readonly events?: RoundEvents;
 }
 
 const STORED: WriteResult = { kind: 'stored' };
@@ -60,10 +70,11 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
    */
   async function store(items: readonly SequencedWrite[]): Promise<WriteResult[]> {
     const results: (WriteResult | undefined)[] = new Array<WriteResult | undefined>(items.length);
+    const notes: RoundNotes | undefined = options.events?.active() === true ? { records: [], insertedResponses: [], maybeStored: [] } : undefined;
     // Records of this round are known once inserted; the others are looked up meanwhile.
     const inRound = new Set(items.filter(isRecordWrite).map((i) => i.write.record_id));
     const [, datasets] = await Promise.all([
-      storeRecords(items, results),
+      storeRecords(items, results, notes),
       lookup.datasetsOf(items.filter(isResponseWrite).map((i) => i.write.record_id).filter((id) => !inRound.has(id))),
     ]);
     for (const [i, item] of items.entries()) {
@@ -75,7 +86,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
 
     let open = candidatesByResponse(items, results);
     while (open.length > 0) {
-      const outcomes = await writeNewest(items, open, datasets);
+      const outcomes = await writeNewest(items, open, datasets, notes);
       const next: number[][] = [];
       open.forEach((candidates, k) => {
         const [top, ...older] = candidates as [number, ...number[]];
@@ -101,6 +112,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       });
       open = next;
     }
+    if (notes !== undefined) await options.events!.emit({ items, ...notes });
     return results.map((r, i) => {
       if (r === undefined) throw new Error(`writer left write ${i} of its round undecided`);
       // A record whose first response lost to a later version of it is stored all the same.
@@ -108,13 +120,16 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     });
   }
 
-  async function storeRecords(items: readonly SequencedWrite[], results: (WriteResult | undefined)[]): Promise<void> {
+  async function storeRecords(items: readonly SequencedWrite[], results: (WriteResult | undefined)[], notes: RoundNotes | undefined): Promise<void> {
     const at = items.flatMap((item, i) => (isRecordWrite(item) ? [{ i, item }] : []));
     const outcomes = await insertNew(records, at.map(({ item }) => recordDoc(item.write)));
     at.forEach(({ i, item }, k) => {
       const outcome = outcomes[k]!;
       if (outcome.kind === 'rejected') results[i] = outcome;
-      else lookup.remember(item.write.record_id, item.write.record.feedback_dataset_id);
+      else {
+        lookup.remember(item.write.record_id, item.write.record.feedback_dataset_id);
+        notes?.records.push(i);
+      }
     });
   }
 
@@ -131,7 +146,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
   }
 
   /** Writes the newest candidate of each response: first responses by insert, the rest by conditional upsert. */
-  async function writeNewest(items: readonly SequencedWrite[], open: readonly number[][], datasets: ReadonlyMap<string, string>): Promise<UpdateOutcome[]> {
+  async function writeNewest(items: readonly SequencedWrite[], open: readonly number[][], datasets: ReadonlyMap<string, string>, notes: RoundNotes | undefined): Promise<UpdateOutcome[]> {
     const outcomes: UpdateOutcome[] = new Array<UpdateOutcome>(open.length);
     const firsts: { k: number; doc: ResponseDoc }[] = [];
     const updates: number[] = [];
@@ -144,6 +159,8 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     const inserted = await insertNew(responses, firsts.map((f) => f.doc));
     firsts.forEach(({ k }, n) => {
       const o = inserted[n]!;
+      if (o.kind === 'inserted') notes?.insertedResponses.push(open[k]![0]!);
+      else if (o.kind === 'present') notes?.maybeStored.push(open[k]![0]!);
       // Present: the pair's first version is stored already, or a later one; either way ours is not needed.
       outcomes[k] = o.kind === 'inserted' ? { kind: 'applied' } : o.kind === 'present' ? { kind: 'stale' } : o;
     });
@@ -157,7 +174,10 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       return responseUpdate(top, datasetId, createdAt);
     };
     const applied = await applyUpdates(responses, updates.map(opOf));
-    updates.forEach((k, n) => (outcomes[k] = applied[n]!));
+    updates.forEach((k, n) => {
+      outcomes[k] = applied[n]!;
+      if (applied[n]!.kind === 'applied') notes?.maybeStored.push(open[k]![0]!);
+    });
     return outcomes;
   }
 
