@@ -124,7 +124,10 @@ export function createWebhookDispatcher(options: {
     return running;
   }
 
-  const timer = setInterval(() => void run(), options.intervalMs);
+  // A tick finding a pass running skips: only kicks (new events, a finished delivery) ask for one more pass after it.
+  const timer = setInterval(() => {
+    if (running === undefined) void run();
+  }, options.intervalMs);
   timer.unref();
   return {
     kick: () => void run(),

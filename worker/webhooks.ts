@@ -9,7 +9,7 @@ import { createEventOutbox, type EventOutbox } from './event-outbox.js';
 import { createRoundEvents, type RoundEvents } from './round-events.js';
 import { createDeliveryProcessor, deliveryBackoffMs, type DeliveryOutcome } from './webhook-delivery.js';
 import { createWebhookDispatcher, type DeliveryJobData, type WebhookDispatcher } from './webhook-dispatcher.js';
-import { createWebhookSubscriptions } from './webhook-subscriptions.js';
+import { createWebhookSubscriptions, type WebhookSubscriptions } from './webhook-subscriptions.js';
 
 /** The worker's webhook side: the outbox its store rounds append to, the dispatcher and the delivery queue's worker. */
 export interface WorkerWebhooks {
@@ -18,6 +18,7 @@ export interface WorkerWebhooks {
   /** For other producers of events (erasures, completion rules): the same outbox. */
   readonly outbox: EventOutbox;
   readonly dispatcher: WebhookDispatcher;
+  readonly subscriptions: WebhookSubscriptions;
   readonly queue: Queue<DeliveryJobData>;
   readonly worker: Worker<DeliveryJobData>;
   close(): Promise<void>;
@@ -84,6 +85,7 @@ export async function startWebhooks(config: Config, deps: { readonly db: Db; rea
     roundEvents: createRoundEvents({ db: deps.db, outbox }),
     outbox,
     dispatcher,
+    subscriptions,
     queue,
     worker,
     async close() {
