@@ -12,6 +12,7 @@ import { UPDATED_SINCE_MAX_RECORDS } from './reads.js';
 import { DatasetSchemas, DeadLetterPurged, FeedbackTokenAnswer, HealthBody, ReadinessBody } from './answers.js';
 import { BATCH_STATUS, FEEDBACK_BATCH_PATH } from './write-pipeline.js';
 import { WRITE_KINDS, type WriteKind } from './write-kinds.js';
+import { WEBHOOK_PATHS, WEBHOOK_SCHEMAS } from './openapi-webhooks.js';
 
 /*
  * The OpenAPI document of the API: what cannot be derived (summaries, descriptions, which codes
@@ -198,6 +199,7 @@ const paths = (batchRequestMaxItems: number, batchBody: v.GenericSchema): Paths 
       answers: { 200: { description: 'Queued again; the dead letter is deleted.', json: DeadLetterRequeued } },
     },
   },
+  ...WEBHOOK_PATHS,
   '/datasets': {
     get: { operationId: 'listDatasets', summary: 'List dataset definitions, by id', access: 'admin', query: DatasetListQuery, codes: ['validation_failed'], answers: { 200: { description: 'One page.', json: DatasetPage } } },
   },
@@ -274,6 +276,7 @@ export function createOpenApiDocument(options: { batchRequestMaxItems: number })
       DatasetDefinition,
       RecordView,
       AgreementResponse: AgreementBody,
+      ...WEBHOOK_SCHEMAS,
     },
     components: {
       securitySchemes: {

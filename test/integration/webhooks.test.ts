@@ -1,5 +1,9 @@
 import { expect } from 'chai';
 import { Webhook } from 'standardwebhooks';
+import * as v from 'valibot';
+import { createFeedbackClient } from '../../client/index.js';
+import { WebhookPing } from '../../api/routes/webhooks.js';
+import { DeliveriesReplayed, DeliveryList, WebhookEndpointCreated, WebhookEndpointList } from '../../shared/webhook-admin.js';
 import { createIdMinter } from '../../shared/ids.js';
 import { COLLECTIONS } from '../../shared/mongo.js';
 import type { DeliveryDoc } from '../../shared/webhook-admin.js';
@@ -108,10 +112,41 @@ describe('webhooks', function () {
       expect((await admin('/admin/webhooks/wh_nope', 'DELETE')).status).to.equal(404);
       expect((await admin('/admin/webhooks/wh_nope/test', 'POST')).status).to.equal(404);
 
+      const doc = (await stack.request('/openapi.json', {})).body;
+      for (const path of ['/admin/webhooks', '/admin/webhooks/{id}', '/admin/webhooks/{id}/test', '/admin/webhooks/{id}/deliveries', '/admin/webhooks/{id}/replay']) expect(doc.paths, path).to.have.property(path);
+      v.parse(WebhookEndpointCreated, created.body);
+      v.parse(WebhookEndpointList, list.body);
+      v.parse(WebhookPing, ping.body);
+
       const deleted = await admin(`/admin/webhooks/${created.body.id}`, 'DELETE');
       expect(deleted.body).to.deep.equal({ id: created.body.id, deleted: true });
       expect((await admin('/admin/webhooks')).body.items.map((i: { id: string }) => i.id)).to.not.include(created.body.id);
     });
+  });
+
+  it('the typed client manages endpoints: create, list, ping, deliveries, replay, delete', async () => {
+    const receiver = await startWebhookReceiver();
+    try {
+      const client = createFeedbackClient({ baseUrl: stack.baseUrl, apiKey: ADMIN.secret });
+      const created = await client.createWebhook({ url: receiver.url, events: ['record.created'], datasets: ['ds_client'] });
+      expect(created.secret).to.match(/^whsec_/);
+      expect((await client.listWebhooks()).items.map((i) => i.id)).to.include(created.id);
+      expect(await client.testWebhook(created.id)).to.include({ delivered: true, status: 200 });
+      await stack.worker!.webhooks.subscriptions.refresh();
+      await stack.post('/feedback-record', record('ds_client', 1));
+      const page = await eventually(async () => {
+        const p = await client.listWebhookDeliveries(created.id, { status: 'delivered' });
+        return p.items.length === 1 ? p : undefined;
+      }, 20_000, 'a delivered event');
+      v.parse(DeliveryList, page);
+      expect(page.items[0]).to.include({ event_type: 'record.created', attempts: 1, last_status: 200 });
+      v.parse(DeliveriesReplayed, await client.replayWebhookDeliveries(created.id));
+      expect(await client.deleteWebhook(created.id)).to.deep.equal({ id: created.id, deleted: true });
+      const gone = await client.testWebhook(created.id).catch((err: unknown) => err as { code: string; status: number });
+      expect(gone).to.include({ code: 'not_found', status: 404 });
+    } finally {
+      await receiver.close();
+    }
   });
 
   it('every stored write of a burst arrives exactly once after dedupe by webhook-id, signed, showing the stored document as the read API does', async () => {
