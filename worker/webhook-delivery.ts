@@ -44,18 +44,19 @@ export function createDeliveryProcessor(options: {
 
   return {
     async process(job) {
-      const id = job.data.delivery_id;
-      const doc = await outbox.findOne({ _id: id });
-      if (doc === null || (doc.status !== 'pending' && doc.status !== 'queued')) return 'skipped';
+      const { delivery_id: id, key, seq, rank } = job.data;
+      const endpointId = id.slice(0, id.indexOf('.'));
+      // One query: the delivery, and any later event of the record already delivered to the
+      // endpoint. Several worker processes may append a record's events out of order; an older
+      // state than one the endpoint already has is not sent.
+      const found = await outbox
+        .find({ endpoint_id: endpointId, key, $or: [{ _id: id }, { status: 'delivered', seq: { $gt: seq } }, { status: 'delivered', seq, rank: { $gt: rank } }] })
+        .toArray();
+      const doc = found.find((d) => d._id === id);
+      if (doc === undefined || (doc.status !== 'pending' && doc.status !== 'queued')) return 'skipped';
       const endpoint = options.subscriptions.byId(doc.endpoint_id) ?? (await endpoints.findOne({ _id: doc.endpoint_id })) ?? undefined;
       if (endpoint === undefined) return 'skipped';
-      // Several worker processes may append a record's events out of order; an older state than
-      // one the endpoint already has is not sent.
-      const newer = await outbox.findOne(
-        { endpoint_id: doc.endpoint_id, key: doc.key, status: 'delivered', $or: [{ seq: { $gt: doc.seq } }, { seq: doc.seq, rank: { $gt: doc.rank } }] },
-        { projection: { _id: 1 } },
-      );
-      if (newer !== null) {
+      if (found.some((d) => d._id !== id)) {
         await outbox.updateOne({ _id: id }, { $set: { status: 'superseded', updated_at: new Date() } });
         options.onOutcome(doc.endpoint_id, 'superseded');
         return 'superseded';

@@ -8,11 +8,17 @@ import type { WebhookSubscriptions } from './webhook-subscriptions.js';
 /** The job of the delivery queue: which outbox document to send (its id is also the job id). */
 export interface DeliveryJobData {
   readonly delivery_id: string;
+  /** The record (ordering key) and its place, so that the delivery reads its document and any later delivered event of the record in one query. */
+  readonly key: string;
+  readonly seq: number;
+  readonly rank: number;
 }
 export const DELIVERY_JOB_NAME = 'deliver';
 
 /** How often deliveries marked `queued` are checked against Redis (a job lost with a Redis reset goes back to pending). */
 const RECONCILE_EVERY_MS = 30_000;
+/** Longest a pass asked for by a kick waits, gathering the kicks that come meanwhile. */
+const KICK_DELAY_MS = 100;
 /** How often delivered events older than the retention are deleted. */
 const PRUNE_EVERY_MS = 60_000;
 
@@ -53,7 +59,7 @@ export function createWebhookDispatcher(options: {
     const free = options.maxInFlight - queued;
     if (free <= 0) return;
     const pending = await outbox
-      .find({ endpoint_id: endpointId, status: 'pending' }, { projection: { _id: 1, key: 1 } })
+      .find({ endpoint_id: endpointId, status: 'pending' }, { projection: { _id: 1, key: 1, seq: 1, rank: 1 } })
       .sort({ seq: 1, rank: 1 })
       .limit(Math.max(100, free * 4))
       .toArray();
@@ -66,21 +72,21 @@ export function createWebhookDispatcher(options: {
       // Out of the pending scan until the failed one is replayed, so they never stand in front of other records.
       await outbox.updateMany({ endpoint_id: endpointId, key: { $in: [...blocked] }, status: 'pending' }, { $set: { status: 'held', updated_at: new Date() } });
     }
-    const picked: string[] = [];
+    const picked: Pick<DeliveryDoc, '_id' | 'key' | 'seq' | 'rank'>[] = [];
     const seen = new Set<string>();
     for (const p of pending) {
       // The page is sorted by order: the first pending event of a record is its earliest.
       if (seen.has(p.key)) continue;
       seen.add(p.key);
       if (busyKeys.has(p.key)) continue;
-      picked.push(p._id);
+      picked.push(p);
       if (picked.length >= free) break;
     }
     if (picked.length === 0) return;
     // Queued first, marked after: a pass that dies in between leaves them pending, and the next
     // pass adds the same job ids, which BullMQ ignores while the jobs exist.
-    await options.queue.addBulk(picked.map((id) => ({ name: DELIVERY_JOB_NAME, data: { delivery_id: id }, opts: { ...options.jobOptions, jobId: id } })));
-    await outbox.updateMany({ _id: { $in: picked }, status: 'pending' }, { $set: { status: 'queued', updated_at: new Date() } });
+    await options.queue.addBulk(picked.map((p) => ({ name: DELIVERY_JOB_NAME, data: { delivery_id: p._id, key: p.key, seq: p.seq, rank: p.rank }, opts: { ...options.jobOptions, jobId: p._id } })));
+    await outbox.updateMany({ _id: { $in: picked.map((p) => p._id) }, status: 'pending' }, { $set: { status: 'queued', updated_at: new Date() } });
   }
 
   /** Deliveries marked queued whose job Redis no longer has (Redis lost data) go back to pending. */
@@ -129,12 +135,23 @@ export function createWebhookDispatcher(options: {
     if (running === undefined) void run();
   }, options.intervalMs);
   timer.unref();
+  // Kicks within KICK_DELAY_MS share one pass: under load, events and finished deliveries come by
+  // the hundred per second, and a pass each would keep the store busy with the outbox.
+  let kickTimer: NodeJS.Timeout | undefined;
   return {
-    kick: () => void run(),
+    kick: () => {
+      if (kickTimer !== undefined || stopped) return;
+      kickTimer = setTimeout(() => {
+        kickTimer = undefined;
+        void run();
+      }, Math.min(KICK_DELAY_MS, options.intervalMs));
+      kickTimer.unref();
+    },
     runOnce: run,
     async close() {
       stopped = true;
       clearInterval(timer);
+      clearTimeout(kickTimer);
       await running;
     },
   };
