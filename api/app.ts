@@ -38,6 +38,7 @@ import { createOpenApiDocument } from './openapi.js';
 import { getOpenApi } from './routes/openapi.js';
 import { createDashboard } from './dashboard.js';
 import type { WriteQueues } from '../shared/queue.js';
+import { createWebhook, deleteWebhook, listWebhookDeliveries, listWebhooks, replayWebhookDeliveries, testWebhook, WEBHOOKS_PATH, type WebhookRouteDeps } from './routes/webhooks.js';
 
 interface AppDeps {
   readonly logger: Logger;
@@ -76,6 +77,8 @@ interface AppDeps {
   readonly reader?: RecordReader;
   /** Response history and dataset progress (read scope); absent = not mounted. */
   readonly annotation?: AnnotationReader;
+  /** Webhook endpoints under `/admin/webhooks` (admin scope); absent = not mounted (the benchmark's servers). */
+  readonly webhooks?: WebhookRouteDeps;
 }
 
 /** The routes a browser page calls (with a feedback token); the only ones that answer CORS. */
@@ -142,6 +145,16 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
     router.get(`${DEAD_LETTERS_PATH}/:id`, ...admin, getDeadLetter(dl));
     router.post(`${DEAD_LETTERS_PATH}/:id/retry`, ...admin, retryDeadLetter(dl));
     router.delete(`${DEAD_LETTERS_PATH}/:id`, ...admin, deleteDeadLetter(dl));
+  }
+  if (deps.webhooks !== undefined) {
+    const admin = [authenticate(deps.keys), requireAdmin()];
+    const wh = deps.webhooks;
+    router.post(WEBHOOKS_PATH, ...admin, ...jsonBody({ limitBytes: deps.bodyLimitBytes }), createWebhook(wh));
+    router.get(WEBHOOKS_PATH, ...admin, listWebhooks(wh));
+    router.delete(`${WEBHOOKS_PATH}/:id`, ...admin, deleteWebhook(wh));
+    router.post(`${WEBHOOKS_PATH}/:id/test`, ...admin, testWebhook(wh));
+    router.get(`${WEBHOOKS_PATH}/:id/deliveries`, ...admin, listWebhookDeliveries(wh));
+    router.post(`${WEBHOOKS_PATH}/:id/replay`, ...admin, replayWebhookDeliveries(wh));
   }
 
   app.use(requestId());

@@ -14,6 +14,7 @@ import { BATCH_STATUS, FEEDBACK_BATCH_PATH } from './write-pipeline.js';
 import { ErasureAccepted, ErasureView } from '../shared/erasures.js';
 import { ERASURES_PATH } from './routes/erasures.js';
 import { WRITE_KINDS, type WriteKind } from './write-kinds.js';
+import { WEBHOOK_PATHS, WEBHOOK_SCHEMAS } from './openapi-webhooks.js';
 
 /*
  * The OpenAPI document of the API: what cannot be derived (summaries, descriptions, which codes
@@ -243,6 +244,7 @@ const paths = (batchRequestMaxItems: number, batchBody: v.GenericSchema): Paths 
       answers: { 200: { description: 'Queued again; the dead letter is deleted.', json: DeadLetterRequeued } },
     },
   },
+  ...WEBHOOK_PATHS,
   '/datasets': {
     get: { operationId: 'listDatasets', summary: 'List dataset definitions, by id', access: 'admin', query: DatasetListQuery, codes: ['validation_failed'], answers: { 200: { description: 'One page.', json: DatasetPage } } },
   },
@@ -325,6 +327,7 @@ export function createOpenApiDocument(options: { batchRequestMaxItems: number })
       ProgressResponse: ProgressBody,
       ErasureAccepted,
       ErasureView,
+      ...WEBHOOK_SCHEMAS,
     },
     components: {
       securitySchemes: {

@@ -1,5 +1,6 @@
 import type { Db, Filter } from 'mongodb';
-import type { RecordPage, RecordView, ResponseView, SuggestionView } from '../shared/answers.js';
+import type { RecordPage, RecordView } from '../shared/answers.js';
+import { recordView } from '../shared/views.js';
 import type { RecordDoc, ResponseDoc, SuggestionDoc } from '../shared/documents.js';
 import { suggestionsOf } from './suggestion-reads.js';
 import { COLLECTIONS } from '../shared/mongo.js';
@@ -57,25 +58,6 @@ export interface RecordReader {
 
 interface RecordReaderOptions {
   readonly db: Db;
-}
-
-function responseView(doc: ResponseDoc): ResponseView {
-  return { feedback_response_id: doc._id, user_id: doc.user_id, status: doc.status, values: doc.values, created_at: doc.created_at.toISOString(), updated_at: doc.updated_at.toISOString() };
-}
-
-function recordView(doc: RecordDoc, responses: readonly ResponseDoc[] | undefined, suggestions?: readonly SuggestionView[]): RecordView {
-  return {
-    feedback_record_id: doc._id,
-    feedback_dataset_id: doc.feedback_dataset_id,
-    field_to_value: doc.field_to_value,
-    ...(doc.external_id === undefined ? {} : { external_id: doc.external_id }),
-    ...(doc.metadata === undefined ? {} : { metadata: doc.metadata }),
-    status: doc.status,
-    created_at: doc.created_at.toISOString(),
-    updated_at: doc.updated_at.toISOString(),
-    ...(responses === undefined ? {} : { responses: responses.map(responseView) }),
-    ...(suggestions === undefined ? {} : { suggestions: [...suggestions] }),
-  };
 }
 
 /** Oldest response first, so that a record's responses read in the order annotators gave them. */

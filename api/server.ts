@@ -33,6 +33,7 @@ import { createAnnotationReader } from './annotation-reads.js';
 import { createOrderClock } from '../shared/order-clock.js';
 import { createOrderFloor } from './order-floor.js';
 import { createFeedbackTokens } from './feedback-tokens.js';
+import { createWebhookAdmin } from '../shared/webhook-admin.js';
 
 /** How often each API process persists the highest acceptance order it minted, ms. */
 const ORDER_FLOOR_PERSIST_MS = 1_000;
@@ -142,6 +143,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
       erasures: erasureCollection(mongo.db),
       datasets: { gate: datasetGate, admin: datasetAdmin, registry: datasetStore, reload: () => datasetStore.refresh() },
       deadLetters: createDeadLetterAdmin({ db: mongo.db, queues, compression: config.queueCompression }),
+      webhooks: { admin: createWebhookAdmin({ db: primaryDb(mongo) }), allowInsecure: config.webhooksAllowInsecure, timeoutMs: config.webhookTimeoutMs },
       feedbackTokens: {
         tokens: createFeedbackTokens({ secrets: config.idSigningSecrets, defaultTtlSeconds: config.feedbackTokenTtlSeconds, maxTtlSeconds: config.feedbackTokenMaxTtlSeconds }),
         maxTtlSeconds: config.feedbackTokenMaxTtlSeconds,

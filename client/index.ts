@@ -3,6 +3,7 @@ import { FeedbackApiError, type FeedbackErrorCode } from './errors.js';
 import { ndjsonValues } from './ndjson.js';
 import { DEFAULT_RETRY_POLICY, nextStep, parseRetryAfter, type AttemptOutcome, type RetryPolicy } from './retry.js';
 import type { Accepted, Agreement, AgreementQuery, BatchItemInput, BatchResult, ErasureAccepted, ErasureInput, ErasureView, ListRecordsQuery, Progress, RecordFiltersQuery, RecordHistory, RecordInput, RecordPage, RecordView, ResponseInput, SuggestionAccepted, SuggestionInput } from './types.js';
+import type { WebhookDeliveriesQuery, WebhookDeliveryList, WebhookEndpointCreated, WebhookEndpointDeleted, WebhookEndpointInput, WebhookEndpointList, WebhookPing, WebhookReplay } from './types.js';
 
 export { FeedbackApiError, isFeedbackApiError, type FeedbackErrorCode } from './errors.js';
 export { DEFAULT_RETRY_POLICY, isRetryable, nextStep, parseRetryAfter, retryDelayMs, type AttemptOutcome, type RetryDecision, type RetryPolicy } from './retry.js';
@@ -80,6 +81,18 @@ export interface FeedbackClient {
   getRecordHistory(id: string, options?: CallOptions): Promise<RecordHistory>;
   /** `GET /datasets/{id}/progress`: records by completion status, responses by status, per annotator. */
   getProgress(datasetId: string, options?: CallOptions): Promise<Progress>;
+  /** `POST /admin/webhooks` (admin key): the answer holds the signing secret, shown only once. Not retried (a retry would register a second endpoint). */
+  createWebhook(body: WebhookEndpointInput, options?: CallOptions): Promise<WebhookEndpointCreated>;
+  /** `GET /admin/webhooks` (admin key): every endpoint with its deliveries by status. */
+  listWebhooks(options?: CallOptions): Promise<WebhookEndpointList>;
+  /** `DELETE /admin/webhooks/{id}` (admin key). */
+  deleteWebhook(id: string, options?: CallOptions): Promise<WebhookEndpointDeleted>;
+  /** `POST /admin/webhooks/{id}/test` (admin key): a signed ping, sent now. Not retried. */
+  testWebhook(id: string, options?: CallOptions): Promise<WebhookPing>;
+  /** `GET /admin/webhooks/{id}/deliveries` (admin key). */
+  listWebhookDeliveries(id: string, query?: WebhookDeliveriesQuery, options?: CallOptions): Promise<WebhookDeliveryList>;
+  /** `POST /admin/webhooks/{id}/replay` (admin key): failed deliveries, and those they held back, go out again in order. */
+  replayWebhookDeliveries(id: string, options?: CallOptions): Promise<WebhookReplay>;
 }
 
 interface ErrorBody {
@@ -119,7 +132,7 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
-function queryString(query: ListRecordsQuery | RecordFiltersQuery | AgreementQuery): string {
+function queryString(query: ListRecordsQuery | RecordFiltersQuery | AgreementQuery | WebhookDeliveriesQuery): string {
   const params = new URLSearchParams();
   for (const [name, value] of Object.entries(query) as [string, unknown][]) {
     if (value === undefined) continue;
@@ -175,7 +188,7 @@ export function createFeedbackClient(options: FeedbackClientOptions): FeedbackCl
    * A write carries one Idempotency-Key on every attempt, so an attempt whose answer was lost
    * (it may have been stored) and its retry store one write.
    */
-  async function call(method: 'GET' | 'POST', path: string, body: unknown, callOptions: CallOptions, readBody = true): Promise<{ res: Response; json: unknown }> {
+  async function call(method: 'GET' | 'POST' | 'DELETE', path: string, body: unknown, callOptions: CallOptions, readBody = true, once = false): Promise<{ res: Response; json: unknown }> {
     const { signal } = callOptions;
     const idempotencyKey = method === 'POST' ? (callOptions.idempotencyKey ?? mintKey()) : undefined;
     const headers: Record<string, string> = { Authorization: `Bearer ${options.apiKey}`, Accept: 'application/json' };
@@ -216,7 +229,7 @@ export function createFeedbackClient(options: FeedbackClientOptions): FeedbackCl
           retryAfterMs,
         });
       }
-      const step = nextStep({ attempt, outcome, policy, remainingMs: deadline - Date.now(), random });
+      const step = nextStep({ attempt, outcome, policy: once ? { ...policy, maxAttempts: 1 } : policy, remainingMs: deadline - Date.now(), random });
       if (!step.retry) throw error;
       try {
         await sleep(step.delayMs, signal);
@@ -229,6 +242,8 @@ export function createFeedbackClient(options: FeedbackClientOptions): FeedbackCl
   const post = async <T>(path: string, body: unknown, callOptions: CallOptions = {}): Promise<T> => (await call('POST', path, body, callOptions)).json as T;
   const get = async <T>(path: string, callOptions: CallOptions = {}): Promise<T> => (await call('GET', path, undefined, callOptions)).json as T;
   const segment = (s: string) => encodeURIComponent(s);
+  const admin = async <T>(method: 'GET' | 'POST' | 'DELETE', path: string, body: unknown, callOptions: CallOptions = {}, once = false): Promise<T> =>
+    (await call(method, path, body, callOptions, true, once)).json as T;
 
   const client: FeedbackClient = {
     createRecord: (body, callOptions) => post<Accepted>('/feedback-record', body, callOptions),
@@ -247,6 +262,12 @@ export function createFeedbackClient(options: FeedbackClientOptions): FeedbackCl
         cursor = page.next_cursor ?? undefined;
       } while (cursor !== undefined);
     },
+    createWebhook: (body, callOptions) => admin<WebhookEndpointCreated>('POST', '/admin/webhooks', body, callOptions, true),
+    listWebhooks: (callOptions) => admin<WebhookEndpointList>('GET', '/admin/webhooks', undefined, callOptions),
+    deleteWebhook: (id, callOptions) => admin<WebhookEndpointDeleted>('DELETE', `/admin/webhooks/${segment(id)}`, undefined, callOptions),
+    testWebhook: (id, callOptions) => admin<WebhookPing>('POST', `/admin/webhooks/${segment(id)}/test`, undefined, callOptions, true),
+    listWebhookDeliveries: (id, query = {}, callOptions) => admin<WebhookDeliveryList>('GET', `/admin/webhooks/${segment(id)}/deliveries${queryString(query)}`, undefined, callOptions),
+    replayWebhookDeliveries: (id, callOptions) => admin<WebhookReplay>('POST', `/admin/webhooks/${segment(id)}/replay`, undefined, callOptions),
     getAgreement: (datasetId, query, callOptions) => get<Agreement>(`/datasets/${segment(datasetId)}/agreement${queryString(query)}`, callOptions),
     getRecordHistory: (id, callOptions) => get<RecordHistory>(`/feedback-record/${segment(id)}/history`, callOptions),
     getProgress: (datasetId, callOptions) => get<Progress>(`/datasets/${segment(datasetId)}/progress`, callOptions),

@@ -1,5 +1,6 @@
 import type * as v from 'valibot';
 import type { BatchResponseToNewRecord, ErasureBody, FeedbackBatchItem, FeedbackRecordBody, FeedbackResponseBody, FeedbackSuggestionBody } from '../shared/schemas.js';
+import type { WebhookEndpointInput as WebhookEndpointInputSchema } from '../shared/webhook-admin.js';
 
 /*
  * The wire types of the client, derived from the valibot schemas the API validates with
@@ -73,4 +74,18 @@ export interface AgreementQuery {
   readonly records?: 'all' | 'completed';
   /** Agents' suggestions as observers beside the annotators: `true` for every agent, or these agents (at most 100). */
   readonly include_agents?: true | readonly string[];
+}
+
+/** Body of `createWebhook` (`POST /admin/webhooks`). */
+export type WebhookEndpointInput = v.InferInput<typeof WebhookEndpointInputSchema>;
+export type { WebhookEndpointCreated, WebhookEndpointDeleted, WebhookEndpointList, WebhookEndpointView, DeliveryList as WebhookDeliveryList, DeliveryView as WebhookDelivery, DeliveriesReplayed as WebhookReplay } from '../shared/webhook-admin.js';
+export type { WebhookPing } from '../api/routes/webhooks.js';
+/** What a webhook receiver gets: the event types and their `data` (verify the body with the `standardwebhooks` package first). */
+export type { WebhookEventType, RecordEventData, ResponseEventData, ResponseErasedData, RecordCompletedData } from '../shared/webhook-events.js';
+
+/** Query of `listWebhookDeliveries`. */
+export interface WebhookDeliveriesQuery {
+  readonly status?: 'pending' | 'queued' | 'delivered' | 'failed' | 'held' | 'superseded';
+  /** 1–500, default 50. */
+  readonly limit?: number;
 }

@@ -98,6 +98,16 @@ const SETTINGS = {
   storeRetryMaxDelayMs: int('STORE_RETRY_MAX_DELAY_MS', { default: 10_000, min: 10, max: 3_600_000, unit: 'ms' }, 'Cap of the delay between retries while MongoDB is unreachable; these retries use no attempt.'),
   shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', { default: 10_000, min: 100, max: 600_000, unit: 'ms' }, 'Longest graceful shutdown before the process exits anyway.'),
   workerMetricsPort: int('WORKER_METRICS_PORT', { default: 0, min: 0, max: 65535 }, "Port of the worker's `/metrics`; 0 = off."),
+  webhooksAllowInsecure: bool('WEBHOOKS_ALLOW_INSECURE', false, 'Webhook endpoints may be `http://` and resolve to loopback, link-local or private addresses. Local development and tests only: otherwise only `https://` to public addresses (checked on the address resolved at each delivery). See [Webhooks](webhooks.md).'),
+  webhookTimeoutMs: int('WEBHOOK_TIMEOUT_MS', { default: 10_000, min: 100, max: 120_000, unit: 'ms' }, 'Longest a webhook delivery attempt may take (connect, send, answer); slower is a failed attempt.'),
+  webhookMaxAttempts: int('WEBHOOK_MAX_ATTEMPTS', { default: 20, min: 1, max: 1000, unit: 'attempts' }, 'Attempts per webhook delivery before it is `failed` (visible and replayable). With the default backoff, 20 attempts span about 5 to 10 hours (jitter).'),
+  webhookBackoffMs: int('WEBHOOK_BACKOFF_MS', { default: 5_000, min: 10, max: 3_600_000, unit: 'ms' }, 'Delay before the second attempt of a delivery; it doubles per attempt up to `WEBHOOK_BACKOFF_MAX_MS`, each delay drawn between half and all of it (jitter).'),
+  webhookBackoffMaxMs: int('WEBHOOK_BACKOFF_MAX_MS', { default: 3_600_000, min: 10, max: 86_400_000, unit: 'ms' }, 'Longest delay between two attempts of a delivery.'),
+  webhookMaxInFlight: int('WEBHOOK_MAX_IN_FLIGHT', { default: 50, min: 1, max: 10_000, unit: 'jobs' }, 'Deliveries per endpoint held in Redis at once (one per record at most); the rest wait in MongoDB (`webhook_outbox`). Bounds Redis at endpoints × this jobs, whatever an endpoint\'s downtime.'),
+  webhookConcurrency: int('WEBHOOK_CONCURRENCY', { default: 8, min: 1, max: 1000, unit: 'jobs' }, 'Webhook deliveries one worker process sends at once.'),
+  webhookRefreshMs: int('WEBHOOK_REFRESH_MS', { default: 5_000, min: 50, max: 3_600_000, unit: 'ms' }, 'How often each worker process reloads the webhook endpoints; a new or deleted endpoint takes effect within this.'),
+  webhookDispatchMs: int('WEBHOOK_DISPATCH_MS', { default: 500, min: 10, max: 60_000, unit: 'ms' }, 'How often the worker moves waiting deliveries from the outbox to the delivery queue (also at once after a store round that added some).'),
+  webhookKeepDeliveredS: int('WEBHOOK_KEEP_DELIVERED_S', { default: 86_400, min: 0, max: 90 * 86_400, unit: 's' }, 'How long delivered events stay in the outbox (for `GET /admin/webhooks/{id}/deliveries`).'),
   logLevel: oneOf('LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info', 'pino level.'),
 };
 

@@ -43,6 +43,8 @@ export interface ResponseDoc {
   values: Record<string, unknown>;
   /** Acceptance order of the version stored; an update with a lower one never replaces it. */
   seq: number;
+  /** Acceptance order of the version that inserted the document (absent on documents of earlier releases): a webhook event says `response.created` for that version, `response.updated` for later ones. */
+  created_seq?: number;
   api_key: string;
   request_id: string;
   created_at: Date;

@@ -15,6 +15,10 @@ export const COLLECTIONS = {
   datasets: 'feedback_datasets',
   /** Erasures and their tombstones, by erasure id (see shared/erasures.ts). */
   erasures: 'feedback_erasures',
+  /** Webhook endpoints (see shared/webhook-admin.ts). */
+  webhookEndpoints: 'webhook_endpoints',
+  /** Webhook events waiting for, or done with, their delivery: one document per (endpoint, event). */
+  webhookOutbox: 'webhook_outbox',
 } as const;
 
 export interface MongoHandle {

@@ -53,3 +53,12 @@ export function shardOf(recordId: string, shards: number): number {
   }
   return (h >>> 0) % shards;
 }
+
+/**
+ * The BullMQ queue of webhook deliveries, apart from the write queue so that a slow endpoint
+ * never delays a write: `<QUEUE_NAME>-webhooks`, one hash slot on a Redis Cluster (braces).
+ */
+export function webhookQueue(config: Pick<Config, 'redisKeyPrefix' | 'queueName' | 'redisClusterNodes'>): { readonly name: string; readonly prefix: string } {
+  const base = `${lead(config)}bull`;
+  return { name: `${config.queueName}-webhooks`, prefix: config.redisClusterNodes.length === 0 ? base : `{${base}:webhooks}` };
+}

@@ -51,6 +51,7 @@ export function firstResponseDoc(item: SequencedWrite & { readonly write: Record
     status: w.response.status,
     values: w.response.values,
     seq: item.seq,
+    created_seq: item.seq,
     api_key: w.api_key,
     request_id: w.request_id,
     created_at: at,
@@ -83,7 +84,7 @@ export function responseUpdate(item: ResponseCarrying, datasetId: string, create
     filter: { _id: w.response_id, seq: { $lte: item.seq } },
     update: {
       $set: { status: w.response.status, values: w.response.values, seq: item.seq, api_key: w.api_key, request_id: w.request_id, updated_at: new Date(w.accepted_at) },
-      $setOnInsert: { feedback_record_id: w.record_id, feedback_dataset_id: datasetId, user_id: w.response.user_id, created_at: new Date(createdAt) },
+      $setOnInsert: { feedback_record_id: w.record_id, feedback_dataset_id: datasetId, user_id: w.response.user_id, created_at: new Date(createdAt), created_seq: item.seq },
     },
   };
 }

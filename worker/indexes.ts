@@ -22,6 +22,9 @@ const INDEXES: readonly { readonly collection: string; readonly index: IndexDesc
   { collection: COLLECTIONS.erasures, index: { key: { user_hash: 1, seq: 1 }, name: 'user_hash_seq' } },
   { collection: COLLECTIONS.responses, index: { key: { user_id: 1, seq: 1 }, name: 'user_seq' } },
   { collection: COLLECTIONS.records, index: { key: { creator_user_id: 1, seq: 1 }, name: 'creator_seq' } },
+  // Webhook deliveries: the dispatcher's scan of an endpoint's pending events in order, and a record's events of an endpoint.
+  { collection: COLLECTIONS.webhookOutbox, index: { key: { endpoint_id: 1, status: 1, seq: 1, rank: 1 }, name: 'endpoint_status_seq' } },
+  { collection: COLLECTIONS.webhookOutbox, index: { key: { endpoint_id: 1, key: 1, status: 1, seq: 1 }, name: 'endpoint_key_status' } },
 ];
 
 /** An index the store refuses for good (options conflicting with an existing index of that name…). */

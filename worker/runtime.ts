@@ -20,6 +20,7 @@ import { createErasureGuard, type OnErased } from './erasure-guard.js';
 import { createEraser } from './erasures.js';
 import { createIdMinter } from '../shared/ids.js';
 import { appKeyPrefix } from '../shared/redis-keys.js';
+import { startWebhooks, type WorkerWebhooks } from './webhooks.js';
 
 export interface WorkerRuntime {
   /** The BullMQ worker of shard 0: the only one unless `QUEUE_SHARDS` > 1 (tests inspect it). */
@@ -30,6 +31,8 @@ export interface WorkerRuntime {
   readonly redis: RedisClient;
   readonly metrics: WorkerMetrics;
   readonly metricsServer: Server | undefined;
+  /** Webhook events and deliveries (worker/webhooks.ts). */
+  readonly webhooks: WorkerWebhooks;
   /** Finishes the jobs in hand (bounded by the caller), then closes every connection. */
   close(): Promise<void>;
 }
@@ -90,14 +93,22 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     rules: completionRules,
     ...(options.onRecordStatusChanged === undefined ? {} : { onStatusChanged: options.onRecordStatusChanged }),
   });
-  const onErased = options.onErased === undefined ? {} : { onErased: options.onErased };
-  const writer = createFeedbackWriter({ db: primaryDb(mongo), logger, completion, historyMax: config.responseHistoryMax, erasures: createErasureGuard({ db: primaryDb(mongo), ...onErased }) });
+  // What erasures remove: the records' completion is counted again (a submitted response erased
+  // may take a record back to pending), then the caller is told (options.onErased).
+  const onErased: { onErased: OnErased } = {
+    onErased: async (removed) => {
+      await completion.recount(new Map(removed.map((r) => [r.feedback_record_id, r.feedback_dataset_id])));
+      await options.onErased?.(removed);
+    },
+  };
   const redis = createRedis(config, 'worker', logger);
   const eraser = createEraser({ db: primaryDb(mongo), redis, appKeyPrefix: appKeyPrefix(config), ids: createIdMinter(config.idSigningSecrets), logger, settleMs: config.erasureSettleMs, ...onErased });
   void checkEvictionPolicy(redis, logger);
   void checkPersistence(redis, logger);
   const shards = queueShards(config);
   const metrics = createWorkerMetrics({ defaultMetrics: options.defaultMetrics ?? true });
+  const webhooks = await startWebhooks(config, { db: primaryDb(mongo), redis, logger, registry: metrics.registry });
+  const writer = createFeedbackWriter({ db: primaryDb(mongo), logger, completion, historyMax: config.responseHistoryMax, erasures: createErasureGuard({ db: primaryDb(mongo), ...onErased }), events: webhooks.roundEvents });
   // The store is shared by every shard: when it is down, every shard's queue waits.
   const pauseQueues = async (ms: number) => {
     await Promise.all(consumers.map((c) => c.queue.rateLimit(ms)));
@@ -168,10 +179,12 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     redis,
     metrics,
     metricsServer,
+    webhooks,
     close() {
       closing ??= (async () => {
         await Promise.all(workers.map((w) => w.close()));
         await completionRules.close();
+        await webhooks.close();
         metricsServer?.close();
         await Promise.all(queues.map((q) => q.close()));
         if (ownMongo) await mongo.close();

@@ -22,6 +22,14 @@ import { applyUpdates, type UpdateOutcome } from './updates.js';
 import type { CompletionRound, CompletionTracker } from './completion.js';
 import { responseUpdateWithHistory } from './response-history.js';
 import { NO_TOMBSTONES, type ErasureGuard, type Tombstone } from './erasure-guard.js';
+import type { RoundEvents } from './round-events.js';
+
+/** What a round stored, for its webhook events (worker/round-events.ts); kept only while some endpoint is subscribed. */
+interface RoundNotes {
+  records: number[];
+  insertedResponses: number[];
+  maybeStored: number[];
+}
 
 /** What became of one write. */
 export type WriteResult =
@@ -60,6 +68,8 @@ interface FeedbackWriterOptions {
   readonly onSuggestionsStored?: (changes: readonly SuggestionChange[]) => void;
   /** Drops and removes writes that an erasure accepted after them covers; absent = no erasures (the benchmark's stores). */
   readonly erasures?: ErasureGuard;
+  /** Webhook events of each round, appended before the round's jobs complete; absent = none. */
+  readonly events?: RoundEvents;
 }
 
 const STORED: WriteResult = { kind: 'stored' };
@@ -91,12 +101,13 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       // The record too, unless the erasure keeps records: then it is stored without its response.
       if (t.records !== 'keep') results[i] = ERASED;
     }
+    const notes: RoundNotes | undefined = options.events?.active() === true ? { records: [], insertedResponses: [], maybeStored: [] } : undefined;
     // Records of this round are known once inserted; the others are looked up meanwhile.
     const inRound = new Set(items.filter(isRecordWrite).map((i) => i.write.record_id));
     const completion = options.completion?.round();
     const inserted = new Set<string>();
     const [, datasets] = await Promise.all([
-      storeRecords(items, results, completion, inserted),
+      storeRecords(items, results, completion, inserted, notes),
       lookup.datasetsOf(items.filter((i) => !isRecordWrite(i)).map((i) => i.write.record_id).filter((id) => !inRound.has(id))),
     ]);
     for (const [i, item] of items.entries()) {
@@ -113,13 +124,18 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     }
 
     // Suggestions go in their own commands beside the responses' (worker/suggestions.ts).
-    const [suggested] = await Promise.all([suggestionRound.store(items, datasets, (i) => results[i] === undefined), storeResponses(items, results, datasets)]);
+    const [suggested] = await Promise.all([suggestionRound.store(items, datasets, (i) => results[i] === undefined), storeResponses(items, results, datasets, notes)]);
     for (const [i, outcome] of suggested) {
       if (isSuggestionWrite(items[i]!)) results[i] = outcome.kind === 'stale' ? { kind: 'stale', newer: undefined } : outcome;
       else if (outcome.kind === 'rejected' && results[i]?.kind !== 'rejected') results[i] = outcome;
     }
     if (guard !== undefined) await removeCovered(guard, items, datasets, results, coveredBefore);
     if (completion !== undefined) await completion.finish(...touchedRecords(items, results, datasets, inserted));
+    if (notes !== undefined) {
+      // No event for a write an erasure removed again after the round stored it.
+      const kept = (list: number[]) => list.filter((i) => results[i]?.kind !== 'erased');
+      await options.events!.emit({ items, records: kept(notes.records), insertedResponses: kept(notes.insertedResponses), maybeStored: kept(notes.maybeStored) });
+    }
     return results.map((r, i) => {
       if (r === undefined) throw new Error(`writer left write ${i} of its round undecided`);
       // A record whose first response lost to a later version of it is stored all the same.
@@ -128,10 +144,10 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
   }
 
   /** Per response, the newest version of the round; when the store refuses it, the next older one. */
-  async function storeResponses(items: readonly SequencedWrite[], results: (WriteResult | undefined)[], datasets: ReadonlyMap<string, string>): Promise<void> {
+  async function storeResponses(items: readonly SequencedWrite[], results: (WriteResult | undefined)[], datasets: ReadonlyMap<string, string>, notes: RoundNotes | undefined): Promise<void> {
     let open = candidatesByResponse(items, results);
     while (open.length > 0) {
-      const outcomes = await writeNewest(items, open, datasets);
+      const outcomes = await writeNewest(items, open, datasets, notes);
       const next: number[][] = [];
       open.forEach((candidates, k) => {
         const [top, ...older] = candidates as [number, ...number[]];
@@ -201,7 +217,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     return [touched, fresh];
   }
 
-  async function storeRecords(items: readonly SequencedWrite[], results: (WriteResult | undefined)[], completion: CompletionRound | undefined, inserted: Set<string>): Promise<void> {
+  async function storeRecords(items: readonly SequencedWrite[], results: (WriteResult | undefined)[], completion: CompletionRound | undefined, inserted: Set<string>, notes: RoundNotes | undefined): Promise<void> {
     const at = items.flatMap((item, i) => (isRecordWrite(item) && results[i] === undefined ? [{ i, item }] : []));
     const docOf = (item: (typeof at)[number]['item']) => {
       const doc = recordDoc(item.write, item.seq);
@@ -211,7 +227,10 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     at.forEach(({ i, item }, k) => {
       const outcome = outcomes[k]!;
       if (outcome.kind === 'rejected') results[i] = outcome;
-      else lookup.remember(item.write.record_id, item.write.record.feedback_dataset_id);
+      else {
+        lookup.remember(item.write.record_id, item.write.record.feedback_dataset_id);
+        notes?.records.push(i);
+      }
       if (outcome.kind === 'inserted') inserted.add(item.write.record_id);
     });
   }
@@ -229,7 +248,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
   }
 
   /** Writes the newest candidate of each response: first responses by insert, the rest by conditional upsert. */
-  async function writeNewest(items: readonly SequencedWrite[], open: readonly number[][], datasets: ReadonlyMap<string, string>): Promise<UpdateOutcome[]> {
+  async function writeNewest(items: readonly SequencedWrite[], open: readonly number[][], datasets: ReadonlyMap<string, string>, notes: RoundNotes | undefined): Promise<UpdateOutcome[]> {
     const outcomes: UpdateOutcome[] = new Array<UpdateOutcome>(open.length);
     const firsts: { k: number; doc: ResponseDoc }[] = [];
     const updates: number[] = [];
@@ -242,6 +261,8 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     const inserted = await insertNew(responses, firsts.map((f) => f.doc));
     firsts.forEach(({ k }, n) => {
       const o = inserted[n]!;
+      if (o.kind === 'inserted') notes?.insertedResponses.push(open[k]![0]!);
+      else if (o.kind === 'present') notes?.maybeStored.push(open[k]![0]!);
       // Present: the pair's first version is stored already, or a later one; either way ours is not needed.
       outcomes[k] = o.kind === 'inserted' ? { kind: 'applied' } : o.kind === 'present' ? { kind: 'stale' } : o;
     });
@@ -257,7 +278,10 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       return responseUpdate(top, datasetId, createdAt);
     };
     const applied = await applyUpdates(responses, updates.map(opOf));
-    updates.forEach((k, n) => (outcomes[k] = applied[n]!));
+    updates.forEach((k, n) => {
+      outcomes[k] = applied[n]!;
+      if (applied[n]!.kind === 'applied') notes?.maybeStored.push(open[k]![0]!);
+    });
     return outcomes;
   }
 

@@ -11,6 +11,8 @@ import { createRedis } from '../../shared/redis.js';
 import type { ResponseDoc } from '../../shared/documents.js';
 import type { JobSummary } from '../../worker/processor.js';
 import { startWorker } from '../../worker/runtime.js';
+import { newWebhookSecret, type WebhookEndpointDoc } from '../../shared/webhook-admin.js';
+import { WEBHOOK_EVENT_TYPES } from '../../shared/webhook-events.js';
 import type { Burst, Seed } from '../lib/drain-writes.js';
 import { progress } from '../lib/runner.js';
 import type { Monitor } from '../lib/store-monitor.js';
@@ -36,11 +38,11 @@ export interface DrainResult {
  * that its store commands can be counted) and times until every job has completed, from the call
  * that starts it (its index check included).
  */
-export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon: Monitor; dbName: string; burst: Burst; seed: Seed; jobWrites?: number; env?: Readonly<Record<string, string>> }): Promise<DrainResult> {
+export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon: Monitor; dbName: string; burst: Burst; seed: Seed; jobWrites?: number; webhookUrl?: string; env?: Readonly<Record<string, string>> }): Promise<DrainResult> {
   const { mon, burst } = spec;
   const jobWrites = spec.jobWrites ?? JOB_WRITES;
   const queueName = `drain-${randomBytes(4).toString('hex')}`;
-  const config: Config = loadConfig({ REDIS_URL: spec.redisUrl, MONGODB_URI: `${spec.storeUrl}/${spec.dbName}`, QUEUE_NAME: queueName, LOG_LEVEL: 'warn', ...(process.env['WORKER_CONCURRENCY'] === undefined ? {} : { WORKER_CONCURRENCY: process.env['WORKER_CONCURRENCY'] }), ...spec.env });
+  const config: Config = loadConfig({ REDIS_URL: spec.redisUrl, MONGODB_URI: `${spec.storeUrl}/${spec.dbName}`, QUEUE_NAME: queueName, LOG_LEVEL: 'warn', ...(spec.webhookUrl === undefined ? {} : { WEBHOOKS_ALLOW_INSECURE: 'true' }), ...(process.env['WORKER_CONCURRENCY'] === undefined ? {} : { WORKER_CONCURRENCY: process.env['WORKER_CONCURRENCY'] }), ...spec.env });
   const logger = createLogger({ level: 'warn', name: 'bench-drain-worker', destination: process.stderr });
   const producer = createRedis(config, 'producer', logger);
   // One shard (QUEUE_SHARDS defaults to 1 on one Redis): the worker drains what this queue holds.
@@ -52,6 +54,10 @@ export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon
   }
 
   const db = mon.client.db(spec.dbName);
+  if (spec.webhookUrl !== undefined) {
+    // One endpoint subscribed to every event of every dataset (bench/webhooks.ts), in place before the worker starts.
+    await db.collection<WebhookEndpointDoc>(COLLECTIONS.webhookEndpoints).insertOne({ _id: 'wh_bench', url: spec.webhookUrl, events: [...WEBHOOK_EVENT_TYPES], datasets: null, description: null, secret: newWebhookSecret(), created_at: new Date() });
+  }
   const summary = { records: 0, responses: 0, suggestions: 0, stale: 0, dead_lettered: 0 };
   let completed = 0;
   let failedAttempts = 0;

@@ -1,0 +1,101 @@
+// `npm run bench:webhooks`: the worker's drain rate with one webhook endpoint subscribed to every
+// event (a local receiver answering 200) against the same burst without, in the same run,
+// alternating which goes first; the median of the rounds of each and their ratio.
+//
+//   node --import tsx bench/webhooks.ts [--writes N] [--rounds N]
+//
+// The API's accept path does not change with webhooks (events are built by the worker's store
+// round), so the drain is what an endpoint costs. Each pass gets a fresh database seeded with the
+// same 10,000 documents; the burst is the drain bench's usual mix (bench/lib/drain-writes.ts).
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { startRedis } from '../devkit/servers.js';
+import { COLLECTIONS } from '../shared/mongo.js';
+import { buildBurst, buildSeed, seedDb } from './lib/drain-writes.js';
+import { fmt } from './lib/report.js';
+import { progress, ROOT, STARTED } from './lib/runner.js';
+import { startTestStore } from './lib/services.js';
+import { monitoredClient } from './lib/store-monitor.js';
+import { drainBurst } from './scenarios/worker-drain.js';
+
+const argv = process.argv.slice(2);
+const num = (name: string, def: number) => {
+  const i = argv.indexOf(name);
+  if (i < 0) return def;
+  const n = Number(argv[i + 1]);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} needs a whole number`);
+  return n;
+};
+const WRITES = num('--writes', 10_000);
+const ROUNDS = num('--rounds', 3);
+const BASE_DOCS = 10_000;
+
+const median = (xs: readonly number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+
+async function main(): Promise<void> {
+  progress(`writes ${WRITES}, rounds ${ROUNDS}`);
+  let received = 0;
+  const receiver = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      received++;
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', () => r()));
+  const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+  const store = await startTestStore();
+  const redis = await startRedis();
+  const mon = await monitoredClient(store.url);
+  const rows: { round: number; off: number; on: number; events: number }[] = [];
+  try {
+    const base = buildSeed(BASE_DOCS);
+    let n = 0;
+    for (let round = 1; round <= ROUNDS; round++) {
+      const burst = buildBurst(WRITES, 'usual', base.targets);
+      const row = { round, off: 0, on: 0, events: 0 };
+      for (const variant of round % 2 === 1 ? (['off', 'on'] as const) : (['on', 'off'] as const)) {
+        const db = `webhooks_${n++}`;
+        await seedDb(mon.client.db(db), base);
+        const d = await drainBurst({ redisUrl: redis.url, storeUrl: store.url, mon, dbName: db, burst, seed: base, ...(variant === 'on' ? { webhookUrl: url } : {}) });
+        row[variant] = d.rate;
+        if (variant === 'on') row.events = await mon.client.db(db).collection(COLLECTIONS.webhookOutbox).countDocuments();
+        progress(`round ${round} webhooks ${variant}: ${fmt(d.rate)} writes/s in ${fmt(d.seconds, 1)} s, ${d.verified}${variant === 'on' ? `, ${row.events} events in the outbox, ${received} received so far` : ''}`);
+        await mon.client.db(db).dropDatabase();
+      }
+      rows.push(row);
+    }
+  } finally {
+    await mon.client.close().catch(() => undefined);
+    await redis.destroy();
+    await store.stop();
+    receiver.close();
+  }
+  const off = median(rows.map((r) => r.off));
+  const on = median(rows.map((r) => r.on));
+  const stamp = STARTED.toISOString().replace(/[:.]/g, '-').replace(/-\d{3}Z$/, 'Z');
+  const lines = [
+    `# Drain with and without one webhook endpoint, ${STARTED.toISOString()}`,
+    '',
+    `\`node --import tsx bench/webhooks.ts ${argv.join(' ')}\`: ${WRITES} writes (usual mix) per pass into a store seeded with ${BASE_DOCS} documents, ${ROUNDS} rounds, order alternating.`,
+    '',
+    '| round | without (writes/s) | with one endpoint (writes/s) | ratio | events appended |',
+    '|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.round} | ${fmt(r.off)} | ${fmt(r.on)} | ${fmt(r.on / r.off, 2)} | ${r.events} |`),
+    `| **median** | **${fmt(off)}** | **${fmt(on)}** | **${fmt(on / off, 2)}** | |`,
+    '',
+  ];
+  const outDir = join(ROOT, 'bench', 'results');
+  mkdirSync(outDir, { recursive: true });
+  const out = join(outDir, `webhooks-${stamp}.md`);
+  writeFileSync(out, lines.join('\n'));
+  process.stdout.write(`${lines.join('\n')}\n(written to ${out})\n`);
+}
+
+await main();

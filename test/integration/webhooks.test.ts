@@ -1,0 +1,336 @@
+import { expect } from 'chai';
+import { Webhook } from 'standardwebhooks';
+import * as v from 'valibot';
+import { createFeedbackClient } from '../../client/index.js';
+import { WebhookPing } from '../../api/routes/webhooks.js';
+import { DeliveriesReplayed, DeliveryList, WebhookEndpointCreated, WebhookEndpointList } from '../../shared/webhook-admin.js';
+import { createIdMinter } from '../../shared/ids.js';
+import { COLLECTIONS } from '../../shared/mongo.js';
+import type { DeliveryDoc } from '../../shared/webhook-admin.js';
+import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
+import { deadLetters, eventually, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
+import { startWebhookReceiver, type ReceivedWebhook, type WebhookReceiver } from '../helpers/webhook-receiver.js';
+
+const ADMIN = { name: 'ops', secret: 'ops-secret-key-0003' } as const;
+const API_KEYS = `${TEST_KEY.name}:${TEST_KEY.secret},${OTHER_KEY.name}:${OTHER_KEY.secret},${ADMIN.name}:${ADMIN.secret}`;
+/** Fast retries, so that a receiver down 20 s is retried many times, never given up on. */
+const WEBHOOK_ENV = {
+  API_KEYS,
+  ADMIN_API_KEY_NAMES: ADMIN.name,
+  WEBHOOKS_ALLOW_INSECURE: 'true',
+  WEBHOOK_BACKOFF_MS: '100',
+  WEBHOOK_BACKOFF_MAX_MS: '1000',
+  WEBHOOK_MAX_ATTEMPTS: '1000',
+  WEBHOOK_REFRESH_MS: '100',
+  WEBHOOK_DISPATCH_MS: '50',
+  WEBHOOK_TIMEOUT_MS: '2000',
+};
+
+interface Event {
+  readonly id: string;
+  readonly type: string;
+  readonly timestamp: string;
+  readonly data: Record<string, any>;
+}
+
+const eventOf = (r: ReceivedWebhook): Event => ({ id: String(r.headers['webhook-id']), ...(JSON.parse(r.body) as Omit<Event, 'id'>) });
+const recordOf = (e: Event): string => (e.type.startsWith('record.') ? e.data['feedback_record_id'] : e.data['feedback_record_id']) as string;
+/** The events a receiver accepted (2xx), deduplicated by webhook-id, first arrival first. */
+function deduped(receiver: WebhookReceiver): Event[] {
+  const seen = new Map<string, Event>();
+  for (const r of receiver.received) if (r.status < 300 && !seen.has(String(r.headers['webhook-id']))) seen.set(String(r.headers['webhook-id']), eventOf(r));
+  return [...seen.values()];
+}
+
+describe('webhooks', function () {
+  this.timeout(120_000);
+  let stack: Stack;
+  const admin = (path: string, method = 'GET', body?: unknown): Promise<HttpResult> =>
+    stack.request(path, { method, headers: { Authorization: `Bearer ${ADMIN.secret}`, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+
+  /** Registers an endpoint and waits until the worker sends to it. */
+  async function subscribe(url: string, datasets: string[], events = ['record.created', 'response.created', 'response.updated']): Promise<{ id: string; secret: string }> {
+    const res = await admin('/admin/webhooks', 'POST', { url, events, datasets });
+    expect(res.status, res.text).to.equal(201);
+    await stack.worker!.webhooks.subscriptions.refresh();
+    return { id: res.body.id, secret: res.body.secret };
+  }
+
+  const record = (dataset: string, n: number, user = 'ann-1') => ({ record: { feedback_dataset_id: dataset, field_to_value: { prompt: `q${n}`, answer: `a${n}` } }, response: { values: { helpful: n % 5 }, user_id: user } });
+  const respond = (recordId: string, user: string, value: number) => stack.post('/feedback-response', { feedback_record_id: recordId, response: { status: 'submitted', values: { helpful: value }, user_id: user } });
+  const outbox = () => stack.db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox);
+
+  before(async () => {
+    stack = await startStack(testConfig({ ...WEBHOOK_ENV, JOB_ATTEMPTS: '2' }));
+  });
+  after(async () => {
+    await stack?.close();
+  });
+
+  describe('/admin/webhooks', () => {
+    let receiver: WebhookReceiver;
+    before(async () => {
+      receiver = await startWebhookReceiver();
+    });
+    after(async () => receiver.close());
+
+    it('creates (201, secret once), lists without secrets, pings signed, deletes; refuses bad input and non-admin keys', async () => {
+      const created = await admin('/admin/webhooks', 'POST', { url: receiver.url, events: ['response.created'], datasets: ['ds_admin'] });
+      expect(created.status).to.equal(201);
+      expect(created.body.id).to.match(/^wh_/);
+      expect(created.body.secret).to.match(/^whsec_[A-Za-z0-9+/]+=*$/);
+      expect(created.headers.get('cache-control')).to.equal('no-store');
+
+      const list = await admin('/admin/webhooks');
+      expect(list.status).to.equal(200);
+      const item = list.body.items.find((i: { id: string }) => i.id === created.body.id);
+      expect(item).to.include({ url: receiver.url });
+      expect(item).to.not.have.property('secret');
+      expect(item.deliveries).to.deep.equal({ pending: 0, queued: 0, delivered: 0, failed: 0, held: 0 });
+
+      const ping = await admin(`/admin/webhooks/${created.body.id}/test`, 'POST');
+      expect(ping.status).to.equal(200);
+      expect(ping.body).to.include({ delivered: true, status: 200, error: null });
+      const got = receiver.received.at(-1)!;
+      expect(got.headers['webhook-id']).to.equal(ping.body.event_id);
+      const verified = new Webhook(created.body.secret).verify(got.body, got.headers as Record<string, string>) as { type: string };
+      expect(verified.type).to.equal('webhook.ping');
+
+      for (const [body, path] of [
+        [{ url: 'ftp://example.com/x', events: ['response.created'] }, 'url'],
+        [{ url: receiver.url, events: [] }, 'events'],
+        [{ url: receiver.url, events: ['response.deleted'] }, 'events[0]'],
+        [{ url: receiver.url, events: ['response.created'], colour: 'red' }, 'colour'],
+      ] as const) {
+        const res = await admin('/admin/webhooks', 'POST', body);
+        expect(res.status, JSON.stringify(body)).to.equal(400);
+        expect(res.body.error.code).to.equal('validation_failed');
+        expect(res.body.error.details.map((d: { path: string }) => d.path)).to.include(path);
+      }
+      const notAdmin = await stack.request('/admin/webhooks', { headers: { Authorization: `Bearer ${TEST_KEY.secret}` } });
+      expect(notAdmin.status).to.equal(403);
+      expect((await admin('/admin/webhooks/wh_nope', 'DELETE')).status).to.equal(404);
+      expect((await admin('/admin/webhooks/wh_nope/test', 'POST')).status).to.equal(404);
+
+      const doc = (await stack.request('/openapi.json', {})).body;
+      for (const path of ['/admin/webhooks', '/admin/webhooks/{id}', '/admin/webhooks/{id}/test', '/admin/webhooks/{id}/deliveries', '/admin/webhooks/{id}/replay']) expect(doc.paths, path).to.have.property(path);
+      v.parse(WebhookEndpointCreated, created.body);
+      v.parse(WebhookEndpointList, list.body);
+      v.parse(WebhookPing, ping.body);
+
+      const deleted = await admin(`/admin/webhooks/${created.body.id}`, 'DELETE');
+      expect(deleted.body).to.deep.equal({ id: created.body.id, deleted: true });
+      expect((await admin('/admin/webhooks')).body.items.map((i: { id: string }) => i.id)).to.not.include(created.body.id);
+    });
+  });
+
+  it('the typed client manages endpoints: create, list, ping, deliveries, replay, delete', async () => {
+    const receiver = await startWebhookReceiver();
+    try {
+      const client = createFeedbackClient({ baseUrl: stack.baseUrl, apiKey: ADMIN.secret });
+      const created = await client.createWebhook({ url: receiver.url, events: ['record.created'], datasets: ['ds_client'] });
+      expect(created.secret).to.match(/^whsec_/);
+      expect((await client.listWebhooks()).items.map((i) => i.id)).to.include(created.id);
+      expect(await client.testWebhook(created.id)).to.include({ delivered: true, status: 200 });
+      await stack.worker!.webhooks.subscriptions.refresh();
+      await stack.post('/feedback-record', record('ds_client', 1));
+      const page = await eventually(async () => {
+        const p = await client.listWebhookDeliveries(created.id, { status: 'delivered' });
+        return p.items.length === 1 ? p : undefined;
+      }, 20_000, 'a delivered event');
+      v.parse(DeliveryList, page);
+      expect(page.items[0]).to.include({ event_type: 'record.created', attempts: 1, last_status: 200 });
+      v.parse(DeliveriesReplayed, await client.replayWebhookDeliveries(created.id));
+      expect(await client.deleteWebhook(created.id)).to.deep.equal({ id: created.id, deleted: true });
+      const gone = await client.testWebhook(created.id).catch((err: unknown) => err as { code: string; status: number });
+      expect(gone).to.include({ code: 'not_found', status: 404 });
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('every stored write of a burst arrives exactly once after dedupe by webhook-id, signed, showing the stored document as the read API does', async () => {
+    const receiver = await startWebhookReceiver();
+    try {
+      const { secret } = await subscribe(receiver.url, ['ds_burst']);
+      // Records with their first responses, in one burst of concurrent batches.
+      const batches = await Promise.all(
+        Array.from({ length: 4 }, (_, b) => stack.post('/feedback-batch', { items: Array.from({ length: 25 }, (_, i) => record('ds_burst', b * 25 + i)) })),
+      );
+      const ids = batches.flatMap((res) => (res.body.items as { result: { feedback_record_id: string; feedback_response_id: string } }[]).map((i) => i.result));
+      expect(ids).to.have.length(100);
+      await eventually(async () => ((await stack.db.collection(COLLECTIONS.responses).countDocuments({ feedback_dataset_id: 'ds_burst' })) === 100 ? true : undefined), 30_000, 'the records stored');
+      // Then a burst of one update per response of the first 40, and a second annotator on the last 30.
+      const second = await Promise.all([...ids.slice(0, 40).map((r) => respond(r.feedback_record_id, 'ann-1', 9)), ...ids.slice(70).map((r) => respond(r.feedback_record_id, 'ann-2', 7))]);
+      expect(second.every((r) => r.status === 200)).to.equal(true);
+      const expected = 100 + 100 + 40 + 30;
+      const events = await eventually(async () => (deduped(receiver).length >= expected ? deduped(receiver) : undefined), 60_000, `${expected} events`);
+      await new Promise((r) => setTimeout(r, 500));
+      expect(deduped(receiver)).to.have.length(expected);
+      const count = (type: string) => events.filter((e) => e.type === type).length;
+      expect({ records: count('record.created'), created: count('response.created'), updated: count('response.updated') }).to.deep.equal({ records: 100, created: 130, updated: 40 });
+      for (const r of receiver.received) new Webhook(secret).verify(r.body, r.headers as Record<string, string>);
+
+      // The data is what the read API shows: for each record, its last events equal GET /feedback-record/{id}.
+      for (const { feedback_record_id: id } of [ids[0]!, ids[75]!]) {
+        const view = (await admin(`/feedback-record/${id}`)).body;
+        const mine = events.filter((e) => recordOf(e) === id);
+        const { responses, ...recordPart } = view;
+        expect(mine.find((e) => e.type === 'record.created')!.data).to.deep.equal(recordPart);
+        for (const response of responses as { feedback_response_id: string }[]) {
+          const last = mine.filter((e) => e.data['feedback_response_id'] === response.feedback_response_id).at(-1)!;
+          expect(last.data).to.deep.equal({ feedback_record_id: id, feedback_dataset_id: 'ds_burst', ...response });
+        }
+      }
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('receiver down 20 s then back: nothing lost, each record\'s events in order, Redis holding at most WEBHOOK_MAX_IN_FLIGHT deliveries', async () => {
+    const receiver = await startWebhookReceiver();
+    try {
+      await subscribe(receiver.url, ['ds_down']);
+      await receiver.stop();
+      const downAt = Date.now();
+      // 12 records, each answered then updated three times, every version stored before the next is sent.
+      const ids = await Promise.all(
+        Array.from({ length: 12 }, async (_, n) => {
+          const res = await stack.post('/feedback-record', record('ds_down', n));
+          const id = res.body.feedback_record_id as string;
+          // Each version stored before the next is sent: versions of one round collapse to the newest, which alone is stored and announced.
+          await eventually(async () => ((await stack.db.collection(COLLECTIONS.responses).findOne({ _id: res.body.feedback_response_id })) === null ? undefined : true), 20_000, 'the record stored');
+          for (let v = 1; v <= 3; v++) {
+            expect((await respond(id, 'ann-1', 10 * v)).status).to.equal(200);
+            await eventually(async () => ((await stack.db.collection(COLLECTIONS.responses).findOne({ _id: res.body.feedback_response_id }))?.['values']?.helpful === 10 * v ? true : undefined), 20_000, 'the update stored');
+          }
+          return id;
+        }),
+      );
+      // While it is down: failed attempts retry, the rest wait in MongoDB; Redis holds at most 50 (the default in-flight cap) delivery jobs.
+      const queue = stack.worker!.webhooks.queue;
+      let maxJobs = 0;
+      while (Date.now() - downAt < 20_000) {
+        maxJobs = Math.max(maxJobs, await queue.count());
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      expect(maxJobs).to.be.at.most(stack.config.webhookMaxInFlight);
+      expect(maxJobs, 'deliveries were retried while the receiver was down').to.be.greaterThan(0);
+      expect(await outbox().countDocuments({ key: { $in: ids }, status: 'delivered' })).to.equal(0);
+      await receiver.start();
+
+      const expected = 12 * 5;
+      await eventually(async () => (deduped(receiver).filter((e) => ids.includes(recordOf(e))).length >= expected ? true : undefined), 60_000, `${expected} events`);
+      const events = deduped(receiver);
+      for (const id of ids) {
+        const mine = events.filter((e) => recordOf(e) === id);
+        expect(mine.map((e) => e.type), id).to.deep.equal(['record.created', 'response.created', 'response.updated', 'response.updated', 'response.updated']);
+        expect(mine.slice(1).map((e) => e.data['values'].helpful)).to.deep.equal([mine[1]!.data['values'].helpful, 10, 20, 30]);
+      }
+      // Order holds for every request sent, duplicates included: none arrives before an earlier event of its record.
+      const position = new Map(events.map((e, i) => [e.id, i]));
+      const sent = receiver.received.filter((r) => r.status < 300).map(eventOf);
+      for (const id of ids) {
+        const order = sent.filter((e) => recordOf(e) === id).map((e) => position.get(e.id)!);
+        expect(order, id).to.deep.equal([...order].sort((a, b) => a - b));
+      }
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('a receiver that answers 500 then 200 gets the same webhook-id again, and the delivery shows its attempts', async () => {
+    const receiver = await startWebhookReceiver();
+    try {
+      const { id: endpointId, secret } = await subscribe(receiver.url, ['ds_flaky'], ['record.created']);
+      const tried = new Set<string>();
+      receiver.answer = (_body, headers) => {
+        const id = String(headers['webhook-id']);
+        if (tried.has(id)) return 200;
+        tried.add(id);
+        return 500;
+      };
+      const res = await stack.post('/feedback-record', record('ds_flaky', 1));
+      const recordId = res.body.feedback_record_id as string;
+      await eventually(async () => (deduped(receiver).length === 1 ? true : undefined), 30_000, 'the event delivered');
+      expect(receiver.received.map((r) => r.status)).to.deep.equal([500, 200]);
+      const [first, again] = receiver.received as [ReceivedWebhook, ReceivedWebhook];
+      expect(again.headers['webhook-id']).to.equal(first.headers['webhook-id']);
+      expect(again.body).to.equal(first.body);
+      for (const r of receiver.received) new Webhook(secret).verify(r.body, r.headers as Record<string, string>);
+      expect(() => new Webhook(secret).verify(first.body.replace('ds_flaky', 'ds_other'), first.headers as Record<string, string>)).to.throw();
+      const delivery = await eventually(async () => (await outbox().findOne({ endpoint_id: endpointId, key: recordId, status: 'delivered' })) ?? undefined, 5_000, 'delivered');
+      expect(delivery).to.include({ attempts: 2, last_status: 200 });
+      const metrics = await stack.worker!.metrics.registry.getSingleMetricAsString('feedback_webhook_deliveries_total');
+      expect(metrics).to.include(`endpoint_id="${endpointId}",outcome="attempt_failed"} 1`);
+      expect(metrics).to.include(`endpoint_id="${endpointId}",outcome="delivered"} 1`);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('a dead-lettered write emits nothing', async () => {
+    const receiver = await startWebhookReceiver();
+    try {
+      await subscribe(receiver.url, ['ds_dead'], ['record.created', 'response.created', 'response.updated']);
+      // A response to a record id this API could have minted but that was never stored: dead-lettered as record_not_stored.
+      const orphan = createIdMinter(stack.config.idSigningSecrets).newRecordId('ds_dead');
+      expect((await respond(orphan, 'ann-x', 1)).status).to.equal(200);
+      const good = await stack.post('/feedback-record', record('ds_dead', 1));
+      await eventually(async () => (await deadLetters(stack.db).findOne({ record_id: orphan })) ?? undefined, 20_000, 'the dead letter');
+      await eventually(async () => (deduped(receiver).length === 2 ? true : undefined), 20_000, 'the good record\'s events');
+      await stack.worker!.webhooks.dispatcher.runOnce();
+      expect(deduped(receiver).map(recordOf)).to.deep.equal([good.body.feedback_record_id, good.body.feedback_record_id]);
+      expect(await outbox().countDocuments({ key: orphan })).to.equal(0);
+    } finally {
+      await receiver.close();
+    }
+  });
+});
+
+describe('webhooks: deliveries that fail for good', function () {
+  this.timeout(60_000);
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack(testConfig({ ...WEBHOOK_ENV, WEBHOOK_MAX_ATTEMPTS: '2' }));
+  });
+  after(async () => {
+    await stack?.close();
+  });
+
+  it('are failed and hold the record\'s later events, visible per endpoint, and a replay sends them all in order', async () => {
+    const receiver = await startWebhookReceiver();
+    const admin = (path: string, method = 'GET', body?: unknown) =>
+      stack.request(path, { method, headers: { Authorization: `Bearer ${ADMIN.secret}`, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    try {
+      receiver.answer = () => 503;
+      const created = await admin('/admin/webhooks', 'POST', { url: receiver.url, events: ['record.created', 'response.created', 'response.updated'] });
+      await stack.worker!.webhooks.subscriptions.refresh();
+      const res = await stack.post('/feedback-record', { record: { feedback_dataset_id: 'ds_fail', field_to_value: { q: 'x' } }, response: { values: { v: 1 }, user_id: 'u' } });
+      const recordId = res.body.feedback_record_id as string;
+      const failed = await eventually(async () => {
+        const page = await admin(`/admin/webhooks/${created.body.id}/deliveries?status=failed`);
+        return page.body.items.length === 1 ? page.body.items : undefined;
+      }, 30_000, 'a failed delivery');
+      expect(failed[0]).to.include({ event_type: 'record.created', feedback_record_id: recordId, attempts: 2, last_status: 503 });
+      // The record's first response waits behind it; an update of it too.
+      await stack.post('/feedback-response', { feedback_record_id: recordId, response: { status: 'submitted', values: { v: 2 }, user_id: 'u' } });
+      await eventually(async () => {
+        const list = await admin('/admin/webhooks');
+        const d = list.body.items[0].deliveries;
+        return d.failed === 1 && d.held === 2 ? true : undefined;
+      }, 30_000, 'the later events held');
+      const before = receiver.received.length;
+      await new Promise((r) => setTimeout(r, 500));
+      expect(receiver.received.length, 'nothing sent for a held record').to.equal(before);
+
+      receiver.answer = () => 200;
+      const replay = await admin(`/admin/webhooks/${created.body.id}/replay`, 'POST');
+      expect(replay.body).to.deep.equal({ endpoint_id: created.body.id, replayed: 3 });
+      await eventually(async () => (deduped(receiver).length === 3 ? true : undefined), 30_000, 'the replayed events');
+      expect(deduped(receiver).map((e) => e.type)).to.deep.equal(['record.created', 'response.created', 'response.updated']);
+    } finally {
+      await receiver.close();
+    }
+  });
+});

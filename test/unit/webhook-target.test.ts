@@ -1,0 +1,73 @@
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { expect } from 'chai';
+import { isPublicAddress, sendWebhook, urlProblem } from '../../shared/webhook-sender.js';
+import { deliveryBackoffMs } from '../../worker/webhook-delivery.js';
+
+describe('webhook targets (SSRF guard)', () => {
+  it('refuses loopback, private, link-local, shared, reserved and multicast IPv4 addresses', () => {
+    for (const a of ['127.0.0.1', '127.255.0.9', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '224.0.0.1', '255.255.255.255', '192.0.2.1', '198.18.0.1']) {
+      expect(isPublicAddress(a), a).to.equal(false);
+    }
+  });
+
+  it('refuses the same in IPv6, IPv4-mapped addresses by their IPv4 address, and translation prefixes', () => {
+    for (const a of ['::1', '::', 'fe80::1', 'fd12:3456::1', 'fc00::1', 'ff02::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:10.0.0.1', '::ffff:169.254.169.254', '64:ff9b::a00:1', '2002:7f00:1::1', '2001::1']) {
+      expect(isPublicAddress(a), a).to.equal(false);
+    }
+  });
+
+  it('allows global unicast addresses, mapped ones too', () => {
+    for (const a of ['8.8.8.8', '1.1.1.1', '172.32.0.1', '100.128.0.1', '2606:4700:4700::1111', '2a00:1450:4001::200e', '::ffff:8.8.8.8']) {
+      expect(isPublicAddress(a), a).to.equal(true);
+    }
+  });
+
+  it('is not fooled by text that is not an address', () => {
+    for (const a of ['', 'localhost', '127.1', '0x7f000001', '2130706433', '::ffff:127.0.0.1%eth0', '8.8.8.8 ']) expect(isPublicAddress(a), a).to.equal(false);
+  });
+
+  it('takes https:// URLs only, and no literal private address, unless insecure is allowed', () => {
+    const strict = { allowInsecure: false };
+    expect(urlProblem('https://hooks.example.com/x', strict)).to.equal(undefined);
+    expect(urlProblem('https://8.8.8.8/x', strict)).to.equal(undefined);
+    expect(urlProblem('http://hooks.example.com/x', strict)).to.equal('must be an https:// URL');
+    expect(urlProblem('ftp://hooks.example.com/x', strict)).to.equal('must be an https:// URL');
+    for (const u of ['https://127.0.0.1/x', 'https://2130706433/x', 'https://0x7f.1/x', 'https://[::1]/x', 'https://[::ffff:127.0.0.1]/x', 'https://169.254.169.254/latest', 'https://10.0.0.1:8443/']) {
+      expect(urlProblem(u, strict), u).to.equal('must not point to a loopback, private or link-local address');
+    }
+    const insecure = { allowInsecure: true };
+    expect(urlProblem('http://127.0.0.1:8080/x', insecure)).to.equal(undefined);
+    expect(urlProblem('ftp://127.0.0.1/x', insecure)).to.equal('must be an https:// URL');
+    expect(urlProblem('not a url', insecure)).to.equal('is not a URL');
+  });
+});
+
+describe('sendWebhook', () => {
+  it('checks the address a host name resolves to at delivery and never connects to a refused one', async () => {
+    let connections = 0;
+    const server = createServer((socket) => {
+      connections++;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    const port = (server.address() as AddressInfo).port;
+    try {
+      const outcome = await sendWebhook({ url: `https://localhost:${port}/hook`, secret: `whsec_${Buffer.alloc(32, 1).toString('base64')}` }, { id: 'evt_1', timestamp: new Date(), body: '{}' }, { allowInsecure: false, timeoutMs: 2_000 });
+      expect(outcome).to.deep.equal({ ok: false, error: 'url localhost resolves to no public address' });
+      expect(connections).to.equal(0);
+    } finally {
+      server.close();
+    }
+  });
+});
+
+describe('webhook delivery backoff', () => {
+  it('doubles from the base up to the cap, each delay between half and all of it', () => {
+    const at = (n: number, r: number) => deliveryBackoffMs(n, 5_000, 3_600_000, () => r);
+    expect([1, 2, 3, 4].map((n) => at(n, 0.999999999))).to.deep.equal([5_000, 10_000, 20_000, 40_000]);
+    expect([1, 2, 3, 4].map((n) => at(n, 0))).to.deep.equal([2_500, 5_000, 10_000, 20_000]);
+    expect(at(11, 0.999999999)).to.equal(3_600_000);
+    expect(at(500, 0)).to.equal(1_800_000);
+  });
+});

@@ -1,0 +1,98 @@
+import { Queue, Worker } from 'bullmq';
+import type { Db } from 'mongodb';
+import { Counter, type Registry } from 'prom-client';
+import type { Config } from '../shared/config.js';
+import type { Logger } from '../shared/logger.js';
+import type { RedisClient } from '../shared/redis.js';
+import { webhookQueue } from '../shared/redis-keys.js';
+import { createEventOutbox, type EventOutbox } from './event-outbox.js';
+import { createRoundEvents, type RoundEvents } from './round-events.js';
+import { createDeliveryProcessor, deliveryBackoffMs, type DeliveryOutcome } from './webhook-delivery.js';
+import { createWebhookDispatcher, type DeliveryJobData, type WebhookDispatcher } from './webhook-dispatcher.js';
+import { createWebhookSubscriptions, type WebhookSubscriptions } from './webhook-subscriptions.js';
+
+/** The worker's webhook side: the outbox its store rounds append to, the dispatcher and the delivery queue's worker. */
+export interface WorkerWebhooks {
+  /** For the writer: the events of each store round. */
+  readonly roundEvents: RoundEvents;
+  /** For other producers of events (erasures, completion rules): the same outbox. */
+  readonly outbox: EventOutbox;
+  readonly dispatcher: WebhookDispatcher;
+  readonly subscriptions: WebhookSubscriptions;
+  readonly queue: Queue<DeliveryJobData>;
+  readonly worker: Worker<DeliveryJobData>;
+  close(): Promise<void>;
+}
+
+const BACKOFF_TYPE = 'webhook';
+
+export async function startWebhooks(config: Config, deps: { readonly db: Db; readonly redis: RedisClient; readonly logger: Logger; readonly registry: Registry }): Promise<WorkerWebhooks> {
+  const logger = deps.logger.child({ component: 'webhooks' });
+  const deliveries = new Counter({
+    name: 'feedback_webhook_deliveries_total',
+    help: 'Webhook deliveries by endpoint and outcome (appended, append_rejected, delivered, attempt_failed, failed, superseded).',
+    labelNames: ['endpoint_id', 'outcome'],
+    registers: [deps.registry],
+  });
+  const count = (endpointId: string, outcome: DeliveryOutcome | 'appended' | 'append_rejected', n = 1) => {
+    if (outcome !== 'skipped') deliveries.inc({ endpoint_id: endpointId, outcome }, n);
+  };
+  const subscriptions = createWebhookSubscriptions({ db: deps.db, refreshMs: config.webhookRefreshMs, logger });
+  await subscriptions.refresh();
+
+  const { name, prefix } = webhookQueue(config);
+  const queue = new Queue<DeliveryJobData>(name, { connection: deps.redis, prefix });
+  queue.on('error', (err) => logger.debug({ err: err.message }, 'webhook queue error'));
+  const dispatcher = createWebhookDispatcher({
+    db: deps.db,
+    queue,
+    subscriptions,
+    logger,
+    maxInFlight: config.webhookMaxInFlight,
+    intervalMs: config.webhookDispatchMs,
+    keepDeliveredMs: config.webhookKeepDeliveredS * 1000,
+    // The outcome of every delivery is in MongoDB: Redis keeps no finished job.
+    jobOptions: { attempts: config.webhookMaxAttempts, backoff: { type: BACKOFF_TYPE }, removeOnComplete: true, removeOnFail: true },
+  });
+  const outbox = createEventOutbox({ db: deps.db, subscriptions, logger, onAppended: () => dispatcher.kick(), onOutcome: count });
+  const processor = createDeliveryProcessor({ db: deps.db, subscriptions, policy: { allowInsecure: config.webhooksAllowInsecure }, timeoutMs: config.webhookTimeoutMs, onOutcome: count });
+  const worker = new Worker<DeliveryJobData>(name, async (job) => {
+    const outcome = await processor.process(job);
+    // The next event of the record may go now.
+    if (outcome !== 'skipped') dispatcher.kick();
+    return outcome;
+  }, {
+    connection: deps.redis,
+    prefix,
+    concurrency: config.webhookConcurrency,
+    // A delivery outlives its timeout by little; a dead worker's delivery is taken up again soon.
+    lockDuration: Math.max(30_000, config.webhookTimeoutMs * 3),
+    settings: { backoffStrategy: (attemptsMade) => deliveryBackoffMs(attemptsMade, config.webhookBackoffMs, config.webhookBackoffMaxMs) },
+  });
+  worker.on('error', (err) => logger.warn({ err: err.message }, 'webhook worker error'));
+  worker.on('failed', (job, err) => {
+    if (job === undefined) return;
+    logger.info({ delivery_id: job.data.delivery_id, attempts_made: job.attemptsMade, err: err.message }, 'webhook delivery attempt failed');
+    if (job.attemptsMade < (job.opts.attempts ?? 1)) return;
+    void processor.onFinalFailure(job, err).then(
+      () => dispatcher.kick(),
+      (e: unknown) => logger.error({ delivery_id: job.data.delivery_id, err: (e as Error).message }, 'could not mark a webhook delivery failed'),
+    );
+  });
+  logger.info({ queue: name, endpoints: subscriptions.all().length }, 'webhooks started');
+
+  return {
+    roundEvents: createRoundEvents({ db: deps.db, outbox }),
+    outbox,
+    dispatcher,
+    subscriptions,
+    queue,
+    worker,
+    async close() {
+      await dispatcher.close();
+      await worker.close();
+      await queue.close();
+      await subscriptions.close();
+    },
+  };
+}
