@@ -151,7 +151,8 @@ const CASES: readonly Case[] = [
   { name: 'metadata.turn=3 (number)', query: 'limit=50&metadata.turn=3' },
   { name: 'status=completed&metadata.model=model-a', query: 'limit=50&status=completed&metadata.model=model-a' },
   { name: 'user_id=annotator-b', query: 'limit=50&user_id=annotator-b' },
-  { name: 'user_id=annotator-c&response_status=submitted (1 in 9 records)', query: 'limit=50&user_id=annotator-c&response_status=submitted' },
+  { name: 'user_id=annotator-c&response_status=submitted (matches none: the whole dataset is walked)', query: 'limit=50&user_id=annotator-c&response_status=submitted' },
+  { name: 'user_id=annotator-c&response_status=draft (1 in 3 records)', query: 'limit=50&user_id=annotator-c&response_status=draft' },
   { name: 'response_status=draft, cursor page (2nd)', query: 'limit=50&response_status=draft', second: true },
   { name: 'no match anywhere: user_id=nobody (whole dataset looked at)', query: 'limit=50&user_id=nobody' },
 ];
