@@ -111,6 +111,10 @@ export function createEraser(options: EraserOptions): Eraser {
       if (removed === 0) break;
     }
 
+    // Versions of the user's responses kept later than the erasure hold earlier ones in their
+    // history (RESPONSE_HISTORY_MAX): those accepted before the erasure go too.
+    await storeCall(() => responses.updateMany({ user_id: userId, ...inDatasets, 'history.seq': { $lt: seq } }, { $pull: { history: { seq: { $lt: seq } } } }));
+
     if (rule === 'created_and_orphaned' && touched.size > 0) {
       const ids = [...touched];
       const answered = new Set(await storeCall(() => responses.distinct('feedback_record_id', { feedback_record_id: { $in: ids } })));

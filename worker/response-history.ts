@@ -68,6 +68,8 @@ export function responseUpdateWithHistory(item: ResponseCarrying, older: readonl
           feedback_dataset_id: keep('feedback_dataset_id', datasetId),
           user_id: keep('user_id', w.response.user_id),
           created_at: keep('created_at', new Date(createdAt)),
+          // The order of the version that inserted the document (webhooks' response.created), as responseUpdate's $setOnInsert.
+          created_seq: { $cond: [{ $eq: [{ $type: '$seq' }, 'missing'] }, literal(item.seq), '$created_seq'] },
         },
       },
     ],

@@ -95,7 +95,9 @@ describe('POST /admin/erasures (ordered erasure)', () => {
     // Bob's records and responses are untouched.
     expect(await records(stack.db).countDocuments({ _id: { $in: otherIds } })).to.equal(20);
     expect(await responses(stack.db).countDocuments({ user_id: 'bob' })).to.equal(20);
-    expect(view.removed.records).to.equal(75);
+    // The 75 stored before the stop, plus those of the 25 queued ones the worker stored before it
+    // ran the erasure (then removed); queued ones it reached after are dropped, never stored, never counted.
+    expect(view.removed.records).to.be.within(75, 100);
     expect(view.finished_at).to.be.a('string');
     // The tombstone keeps a hash, never the user id.
     expect(JSON.stringify(await erasures(stack).findOne({ _id: id }))).to.not.include('alice');
