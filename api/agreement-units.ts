@@ -1,6 +1,6 @@
 import type { Collection, Filter } from 'mongodb';
 import type { RecordDoc, ResponseDoc, SuggestionDoc } from '../shared/documents.js';
-import { submittedUnits, type ResponseUnit, type UnitQuery, type UnitValue } from './response-units.js';
+import { submittedUnits, unitsByRecord, type ResponseUnit, type UnitQuery } from './response-units.js';
 
 /*
  * The units of the agreement endpoint's options around api/response-units.ts: agents' suggestions
@@ -45,21 +45,7 @@ export async function* suggestionUnits(suggestions: Collection<SuggestionDoc>, q
   const cursor = suggestions
     .find(filter, { projection: { _id: 0, feedback_record_id: 1, agent: 1, value: 1 }, batchSize: BATCH_SIZE })
     .sort({ feedback_dataset_id: 1, question: 1, feedback_record_id: 1 });
-  try {
-    let recordId: string | undefined;
-    let values: UnitValue[] = [];
-    for await (const doc of cursor) {
-      if (doc.feedback_record_id !== recordId) {
-        if (recordId !== undefined) yield { recordId, values };
-        recordId = doc.feedback_record_id;
-        values = [];
-      }
-      values.push({ userId: doc.agent, value: doc.value, agent: true });
-    }
-    if (recordId !== undefined) yield { recordId, values };
-  } finally {
-    await cursor.close();
-  }
+  yield* unitsByRecord(cursor, (doc) => ({ userId: doc.agent, value: doc.value, agent: true }));
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { Collection, Filter } from 'mongodb';
+import type { Collection, Filter, FindCursor } from 'mongodb';
 import type { ResponseDoc } from '../shared/documents.js';
 
 /** One annotator's stored value for the question (undefined: the response does not answer it). */
@@ -44,6 +44,14 @@ export async function* submittedUnits(responses: Collection<ResponseDoc>, query:
   const cursor = responses
     .find(filter, { projection: { _id: 0, feedback_record_id: 1, user_id: 1, [path]: 1 }, batchSize: BATCH_SIZE })
     .sort({ feedback_dataset_id: 1, status: 1, feedback_record_id: 1 });
+  yield* unitsByRecord(cursor, (doc) => ({ userId: doc.user_id, value: doc.values?.[query.question] }));
+}
+
+/**
+ * The documents of a cursor sorted by record, grouped into one unit per record: a unit is
+ * complete when the next record id shows. Ending the iteration early closes the cursor.
+ */
+export async function* unitsByRecord<D extends { readonly feedback_record_id: string }>(cursor: FindCursor<D>, valueOf: (doc: D) => UnitValue): AsyncGenerator<ResponseUnit, void, undefined> {
   try {
     let recordId: string | undefined;
     let values: UnitValue[] = [];
@@ -53,7 +61,7 @@ export async function* submittedUnits(responses: Collection<ResponseDoc>, query:
         recordId = doc.feedback_record_id;
         values = [];
       }
-      values.push({ userId: doc.user_id, value: doc.values?.[query.question] });
+      values.push(valueOf(doc));
     }
     if (recordId !== undefined) yield { recordId, values };
   } finally {
