@@ -1,5 +1,6 @@
 import type { Collection, OptionalUnlessRequiredId } from 'mongodb';
 import { outcomesOfBulkError } from './bulk-errors.js';
+import { oversizeError } from './document-size.js';
 import { isDuplicateKey, isTransientMongoError, TransientStoreError } from './errors.js';
 
 /** What became of one document: newly inserted, already there (same _id), or refused for good. */
@@ -17,6 +18,14 @@ const PRESENT: InsertOutcome = { kind: 'present' };
  */
 export async function insertNew<D extends { _id: string }>(col: Collection<D>, docs: readonly D[]): Promise<InsertOutcome[]> {
   if (docs.length === 0) return [];
+  const oversize = docs.map((doc) => oversizeError(doc));
+  if (oversize.some((e) => e !== undefined)) {
+    // Refused alone, without a round trip; the others go on together.
+    const fitting = docs.filter((_, i) => oversize[i] === undefined);
+    const stored = await insertNew(col, fitting);
+    let next = 0;
+    return oversize.map((error) => (error === undefined ? stored[next++]! : { kind: 'rejected', error }));
+  }
   try {
     await col.insertMany(docs as OptionalUnlessRequiredId<D>[], { ordered: false });
     return docs.map(() => INSERTED);

@@ -1,6 +1,7 @@
 import type { AnyBulkWriteOperation, Collection } from 'mongodb';
 import { outcomesOfBulkError } from './bulk-errors.js';
 import type { ConditionalUpdate } from './documents.js';
+import { oversizeError } from './document-size.js';
 import { isDuplicateKey, isTransientMongoError, TransientStoreError } from './errors.js';
 
 /** What became of one conditional update. */
@@ -30,6 +31,13 @@ type Sequenced = { _id: string; seq: number };
  */
 export async function applyUpdates<D extends Sequenced>(col: Collection<D>, ops: readonly ConditionalUpdate<D>[]): Promise<UpdateOutcome[]> {
   if (ops.length === 0) return [];
+  const oversize = ops.map((op) => oversizeError({ filter: op.filter, update: op.update }));
+  if (oversize.some((e) => e !== undefined)) {
+    // An update over the document limit cannot be sent; refused alone, the others go on together.
+    const applied = await applyUpdates(col, ops.filter((_, i) => oversize[i] === undefined));
+    let next = 0;
+    return oversize.map((error) => (error === undefined ? applied[next++]! : { kind: 'rejected', error }));
+  }
   const attempts = await applyAll(col, ops);
   const outcomes: UpdateOutcome[] = [];
   for (const [i, attempt] of attempts.entries()) outcomes.push(attempt.kind === 'conflict' ? await recheck(col, ops[i]!) : attempt);

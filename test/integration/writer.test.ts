@@ -88,6 +88,20 @@ describe('worker writer (order, races, store limits) on the real store', () => {
     expect(doc?.seq).to.equal(version(2, 1, 1).seq);
   });
 
+  it('a record over the document limit is refused alone: the others of its round are stored by the same one insert command', async () => {
+    const commands: string[] = [];
+    const w = await newWriter({ monitor: (e) => void (e.commandName === 'insert' && commands.push(`${String(e.command['insert'])}:${(e.command['documents'] as unknown[]).length}`)) });
+    const good = [31, 32, 33, 34].map(recordWrite);
+    const poison = recordWrite(35);
+    const poisoned = { ...poison, write: { ...poison.write, record: { ...(poison.write as { record: object }).record, field_to_value: { q: OVERSIZE_TEXT } } } } as typeof poison;
+    const results = await w.write([good[0]!, good[1]!, poisoned, good[2]!, good[3]!]);
+    expect(results.map((r) => r.kind)).to.deep.equal(['stored', 'stored', 'rejected', 'stored', 'stored']);
+    expect((results[2] as { error: string }).error).to.match(/larger than the store's limit/);
+    // One insert of the four records and one of their first responses: nothing one at a time, nothing of 16 MiB sent.
+    expect(commands.sort()).to.deep.equal([`${COLLECTIONS.records}:4`, `${COLLECTIONS.responses}:4`].sort());
+    expect(await db.collection(COLLECTIONS.records).countDocuments({})).to.equal(4);
+  });
+
   it('a job run twice, and two writers running the same job at once, store what one run stores', async () => {
     const [a, b] = [await newWriter(), await newWriter()];
     const job = [recordWrite(7), version(7, 1, 1), version(7, 1, 2), version(7, 2, 1)];
