@@ -4,7 +4,8 @@
 //
 //   node --import tsx bench/drain.ts [--writes N] [--seed-docs N] [--rounds N] [--job-writes N] [--quick] [--no-big]
 //
-// Per round (alternating): usual mix drain, its raw twin, annotation-heavy drain, its raw twin,
+// Per round (alternating): usual mix drain, its raw twin, the textbook worker's drain of it
+// (bench/peers/textbook-worker.ts), the same for the annotation-heavy mix,
 // plain insertMany of as many documents, and the usual mix drained into the large seeded store.
 // Each drain and raw pass gets a fresh database seeded with the same 10,000 documents. The passes
 // are in bench/scenarios/worker-drain.ts and store-raw.ts, the writes in bench/lib/drain-writes.ts.
@@ -20,6 +21,7 @@ import { startTestStore } from './lib/services.js';
 import { monitoredClient } from './lib/store-monitor.js';
 import { plainInserts, rawBurst } from './scenarios/store-raw.js';
 import { drainBurst } from './scenarios/worker-drain.js';
+import { textbookDrain } from './scenarios/textbook-drain.js';
 
 const argv = process.argv.slice(2);
 const flag = (name: string) => argv.includes(name);
@@ -107,9 +109,14 @@ async function main(): Promise<void> {
         const rw = await rawBurst(mon, db, burst, base);
         progress(`round ${round} ${mix} raw: ${fmt(rw.rate)} writes/s in ${fmt(rw.seconds, 1)} s`);
         await drop(db);
+        db = await fresh();
+        const tb = await textbookDrain({ redisUrl: redis.url, mon, dbName: db, burst });
+        progress(`round ${round} ${mix} textbook worker: ${fmt(tb.rate)} writes/s in ${fmt(tb.seconds, 1)} s, ${tb.verified}`);
+        await drop(db);
         if (mix === 'usual') {
           row.usual = d;
           row.usualRaw = rw;
+          row.usualTextbook = tb;
           db = await fresh();
           row.plain = await plainInserts(mon, db, burst);
           progress(`round ${round} plain insertMany: ${fmt(row.plain.rate)} writes/s`);
@@ -117,6 +124,7 @@ async function main(): Promise<void> {
         } else {
           row.heavy = d;
           row.heavyRaw = rw;
+          row.heavyTextbook = tb;
         }
         save(false);
       }

@@ -30,6 +30,8 @@ export interface DrainResult {
   readonly summary: JobSummary;
   readonly failedAttempts: number;
   readonly verified: string;
+  /** CPU of the bench process (where the worker runs) over the drain, µs per write: user + system, all threads. */
+  readonly cpuUsPerWrite: number;
 }
 
 /**
@@ -64,6 +66,7 @@ export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon
   let done!: () => void;
   const allDone = new Promise<void>((res) => (done = res));
   mon.take();
+  const cpu0 = process.cpuUsage();
   const started = process.hrtime.bigint();
   const runtime = await startWorker(config, logger, { mongo: { client: mon.client, db, close: async () => undefined }, defaultMetrics: false });
   const worker = runtime.worker;
@@ -81,6 +84,7 @@ export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon
   });
   await allDone;
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const cpu = process.cpuUsage(cpu0);
   const commands = mon.take();
   const storeSeconds = mon.lastSeconds();
   const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'failed');
@@ -89,7 +93,7 @@ export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon
   await producer.quit();
   const verified = await verifyStored(db, spec.seed, burst);
   const left = Object.values(counts).reduce((a, b) => a + b, 0);
-  return { seconds, rate: burst.writes.length / seconds, commands, storeSeconds, summary, failedAttempts, verified: left === 0 ? verified : `${verified}; queue still holds ${JSON.stringify(counts)}` };
+  return { seconds, rate: burst.writes.length / seconds, cpuUsPerWrite: (cpu.user + cpu.system) / burst.writes.length, commands, storeSeconds, summary, failedAttempts, verified: left === 0 ? verified : `${verified}; queue still holds ${JSON.stringify(counts)}` };
 }
 
 /** Counts in the store, and every response touched holds the expected final seq. */

@@ -92,8 +92,8 @@ describe('worker writer (order, races, store limits) on the real store', () => {
     const commands: string[] = [];
     const w = await newWriter({ monitor: (e) => void (e.commandName === 'insert' && commands.push(`${String(e.command['insert'])}:${(e.command['documents'] as unknown[]).length}`)) });
     const good = [31, 32, 33, 34].map(recordWrite);
-    const poison = recordWrite(35);
-    const poisoned = { ...poison, write: { ...poison.write, record: { ...(poison.write as { record: object }).record, field_to_value: { q: OVERSIZE_TEXT } } } } as typeof poison;
+    const poisoned = recordWrite(35);
+    if (poisoned.write.kind === 'record') poisoned.write.record.field_to_value = { q: OVERSIZE_TEXT };
     const results = await w.write([good[0]!, good[1]!, poisoned, good[2]!, good[3]!]);
     expect(results.map((r) => r.kind)).to.deep.equal(['stored', 'stored', 'rejected', 'stored', 'stored']);
     expect((results[2] as { error: string }).error).to.match(/larger than the store's limit/);
