@@ -73,7 +73,8 @@ async function main(): Promise<void> {
           const d = await drainBurst({ redisUrl: redis.url, storeUrl: store.url, mon, dbName: name, burst, seed: base, jobWrites: JOB_WRITES, env: MODES[mode].env });
           const key = `${mix} ${mode}`;
           (rates[key] ??= []).push(d.rate);
-          const line = `| ${round} | ${mix} | ${mode} | ${fmt(d.rate)} | ${fmt(d.seconds, 2)} | ${d.verified} |`;
+          const storeTime = [...d.storeSeconds.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${fmt(v, 1)} s (${d.commands.get(k) ?? 0})`).join(', ');
+          const line = `| ${round} | ${mix} | ${mode} | ${fmt(d.rate)} | ${fmt(d.seconds, 2)} | ${storeTime} | ${d.verified} |`;
           rows.push(line);
           progress(line);
           await db.dropDatabase();
@@ -107,8 +108,8 @@ async function main(): Promise<void> {
     '|---|---|---|---|---|',
     ...summary,
     '',
-    '| round | mix | mode | writes/s | s | verified |',
-    '|---|---|---|---|---|---|',
+    '| round | mix | mode | writes/s | s | store seconds by command (commands) | verified |',
+    '|---|---|---|---|---|---|---|',
     ...rows,
     '',
   ].join('\n');
