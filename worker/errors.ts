@@ -9,6 +9,26 @@ export class TransientStoreError extends Error {
 }
 
 /**
+ * The code a DocumentDB-based store (FerretDB v2, the stand-in; Azure Cosmos DB for MongoDB vCore)
+ * reports for a PostgreSQL error: the SQLSTATE packed as PostgreSQL's MAKE_SQLSTATE does (six bits
+ * per character, first character lowest). For example `deadlock detected` (40P01) is 16908292.
+ */
+export function sqlStateCode(sqlState: string): number {
+  let code = 0;
+  for (let i = 0; i < 5; i++) code += ((sqlState.charCodeAt(i) - 48) & 0x3f) * 2 ** (6 * i);
+  return code;
+}
+
+/**
+ * PostgreSQL's "not now" errors as such a store reports them: two updates of one command that
+ * lock documents in opposite orders (40P01 deadlock_detected, one of them is aborted), 40001
+ * serialization_failure, 55P03 lock_not_available. MongoDB's own for the same situation is 112
+ * WriteConflict, above. Repeating the aborted update is what the server asks for; taken for a
+ * refusal, the writer would dead-letter the newest version and store an older one in its place.
+ */
+export const STORE_TRANSIENT_SQLSTATES = ['40P01', '40001', '55P03'] as const;
+
+/**
  * Server codes that mean "not now" rather than "never". Replica-set elections and step-downs:
  * 10107 NotWritablePrimary, 189 PrimarySteppedDown, 11602 InterruptedDueToReplStateChange,
  * 13435 NotPrimaryNoSecondaryOk, 13436 NotPrimaryOrSecondary, 10058 LegacyNotPrimary, 91
@@ -20,6 +40,7 @@ export class TransientStoreError extends Error {
  */
 export const TRANSIENT_CODES: ReadonlySet<number> = new Set([
   10107, 189, 11602, 13435, 13436, 10058, 91, 11600, 133, 6, 7, 89, 9001, 262, 50, 13388, 63, 150, 64, 112, 251,
+  ...STORE_TRANSIENT_SQLSTATES.map((s) => sqlStateCode(s)),
 ]);
 
 /** Labels the server or the driver puts on errors that a retry may cure. */

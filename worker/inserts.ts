@@ -1,5 +1,5 @@
 import type { Collection, OptionalUnlessRequiredId } from 'mongodb';
-import { outcomesOfBulkError } from './bulk-errors.js';
+import { operationsAborted, outcomesOfBulkError } from './bulk-errors.js';
 import { oversizeError } from './document-size.js';
 import { isDuplicateKey, isTransientMongoError, TransientStoreError } from './errors.js';
 
@@ -30,7 +30,7 @@ export async function insertNew<D extends { _id: string }>(col: Collection<D>, d
     await col.insertMany(docs as OptionalUnlessRequiredId<D>[], { ordered: false });
     return docs.map(() => INSERTED);
   } catch (err) {
-    if (isTransientMongoError(err)) throw new TransientStoreError(err);
+    if (isTransientMongoError(err) && !operationsAborted(err)) throw new TransientStoreError(err);
     const outcomes = insertOutcomes(err, docs.length);
     if (outcomes !== undefined) return outcomes;
   }

@@ -1,5 +1,5 @@
 import type { AnyBulkWriteOperation, Collection } from 'mongodb';
-import { outcomesOfBulkError } from './bulk-errors.js';
+import { operationsAborted, outcomesOfBulkError } from './bulk-errors.js';
 import type { ConditionalUpdate } from './documents.js';
 import { oversizeError } from './document-size.js';
 import { isDuplicateKey, isTransientMongoError, TransientStoreError } from './errors.js';
@@ -38,10 +38,21 @@ export async function applyUpdates<D extends Sequenced>(col: Collection<D>, ops:
     let next = 0;
     return oversize.map((error) => (error === undefined ? applied[next++]! : { kind: 'rejected', error }));
   }
-  const attempts = await applyAll(col, ops);
-  const outcomes: UpdateOutcome[] = [];
-  for (const [i, attempt] of attempts.entries()) outcomes.push(attempt.kind === 'conflict' ? await recheck(col, ops[i]!) : attempt);
+  // In the order of their _id: every worker's command then locks the documents it updates in the
+  // same order, so two commands that update the same documents wait for each other instead of
+  // deadlocking (on a PostgreSQL-based store each command's updates hold their locks together).
+  const order = ops.map((_, i) => i).sort((a, b) => compareIds(ops[a]!.filter._id, ops[b]!.filter._id));
+  const sorted = order.map((i) => ops[i]!);
+  const attempts = await applyAll(col, sorted);
+  const outcomes = new Array<UpdateOutcome>(ops.length);
+  for (const [k, attempt] of attempts.entries()) outcomes[order[k]!] = attempt.kind === 'conflict' ? await recheck(col, sorted[k]!) : attempt;
   return outcomes;
+}
+
+function compareIds(a: unknown, b: unknown): number {
+  const x = String(a);
+  const y = String(b);
+  return x < y ? -1 : x > y ? 1 : 0;
 }
 
 async function applyAll<D extends Sequenced>(col: Collection<D>, ops: readonly ConditionalUpdate<D>[]): Promise<Attempt[]> {
@@ -50,12 +61,12 @@ async function applyAll<D extends Sequenced>(col: Collection<D>, ops: readonly C
     await col.bulkWrite(bulk, { ordered: false });
     return ops.map(() => APPLIED);
   } catch (err) {
-    transientOr(err, undefined);
+    if (!operationsAborted(err)) transientOr(err, undefined);
     const attempts = updateAttempts(err, ops.length);
     if (attempts !== undefined) return attempts;
   }
   // An error that does not say what became of each operation (the driver refused the command
-  // before sending it…): one at a time, which is harmless for those that did apply (the filter
+  // before sending it…), or operations aborted by a deadlock: one at a time, which is harmless for those that did apply (the filter
   // matches their own version again).
   const attempts: Attempt[] = [];
   for (const op of ops) {

@@ -1,22 +1,17 @@
 import { expect } from 'chai';
-import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
 import { MongoClient, type Db } from 'mongodb';
 import type { RecordDoc } from '../../shared/documents.js';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
-import { JOB_PAYLOAD_VERSION } from '../../shared/job-payload.js';
-import { WRITE_JOB_NAME } from '../../shared/queue.js';
 import type { RecordWrite, ResponseWrite } from '../../shared/schemas.js';
 import { createDatasetAdmin } from '../../shared/dataset-admin.js';
 import { createCompletionTracker, type RecordStatusChange } from '../../worker/completion.js';
 import type { SequencedWrite } from '../../worker/documents.js';
 import { ensureIndexes } from '../../worker/indexes.js';
 import { createFeedbackWriter, type FeedbackWriter } from '../../worker/writer.js';
-import { msg, saveLogs, spawnService, type ServiceProcess } from '../../devkit/processes.js';
-import { startDelayProxy, type DelayProxy } from '../helpers/delay-proxy.js';
 import { uniqueName } from '../helpers/env.js';
 import { sharedServices } from '../helpers/root-hooks.js';
-import { eventually, silentLogger } from '../helpers/stack.js';
+import { startRacingWorkers, type RacingWorkers } from '../helpers/racing-workers.js';
+import { silentLogger } from '../helpers/stack.js';
 import { shuffled } from '../helpers/writes.js';
 
 const DATASET = 'ds_completion';
@@ -227,29 +222,16 @@ const WORKERS = 3;
 describe('worker processes racing on the same records (completion status)', function () {
   this.timeout(300_000);
   const seed = Number(process.env['COMPLETION_RACE_SEED'] ?? Date.now() % 100_000);
-  let proxy: DelayProxy | undefined;
-  let queue: Queue | undefined;
-  let connection: Redis | undefined;
-  let client: MongoClient | undefined;
-  const workers: ServiceProcess[] = [];
+  let race: RacingWorkers | undefined;
 
   afterEach(async function () {
-    if (this.currentTest?.state === 'failed') saveLogs('completion-races', workers);
-    await Promise.all(workers.splice(0).map((w) => w.kill()));
-    await queue?.obliterate({ force: true }).catch(() => undefined);
-    await queue?.close();
-    connection?.disconnect();
-    await proxy?.close();
-    await client?.close();
+    await race?.close(this.currentTest?.state === 'failed');
+    race = undefined;
   });
 
   it(`${WORKERS} worker processes, ${RECORDS} records × ${ANNOTATORS} annotators × ${VERSIONS} versions in waves of shuffled jobs: every record's status follows its annotators' last versions`, async () => {
-    const { redisUrl, mongoUrl } = sharedServices();
-    const database = uniqueName('complraces').replace(/-/g, '_');
-    const queueName = uniqueName('complraces');
-    client = new MongoClient(mongoUrl, mongoClientOptions());
-    const db = client.db(database);
-    await ensureIndexes(db);
+    race = await startRacingWorkers('completion-races', seed);
+    const { db } = race;
     const minSubmitted = 2;
     await createDatasetAdmin({ db }).put(DATASET, { fields: [{ name: 'q', type: 'text' }], questions: [{ name: 'v', type: 'number' }], completion: { min_submitted: minSubmitted } });
     const rules = { ruleOf: () => ({ min_submitted: minSubmitted }) };
@@ -279,45 +261,10 @@ describe('worker processes racing on the same records (completion status)', func
       }
     }
     const expected = new Map(Array.from({ length: RECORDS }, (_, r) => [recordId(r + 1), (submitted.get(recordId(r + 1)) ?? 0) >= minSubmitted ? 'completed' : 'pending']));
-    const order = waves.flatMap((wave, v) => shuffled(wave, seed + v));
-    connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
-    queue = new Queue(queueName, { connection });
-    await queue.pause();
-    let jobs = 0;
-    for (let i = 0; i < order.length; jobs++) {
-      const size = 1 + ((i * 7 + seed) % 3);
-      const writes = order.slice(i, i + size).map((item) => ({ ...item.write, seq: item.seq }));
-      await queue.add(WRITE_JOB_NAME, { v: JOB_PAYLOAD_VERSION, writes } as never, { attempts: 5 });
-      i += size;
-    }
-
+    await race.enqueue(waves.flatMap((wave, v) => shuffled(wave, seed + v)));
     // Mostly short holds, now and then a long one (the cube of a uniform draw): a recount's status
     // write then sometimes reaches the store after another worker's whole store-count-write.
-    proxy = await startDelayProxy(Number(new URL(mongoUrl).port), 150, () => Math.random() ** 3);
-    const env = {
-      NODE_ENV: 'test',
-      REDIS_URL: redisUrl,
-      MONGODB_URI: `mongodb://127.0.0.1:${proxy.port}/${database}`,
-      QUEUE_NAME: queueName,
-      WORKER_CONCURRENCY: '4',
-      WORKER_WRITES_IN_HAND: '8',
-      LOG_LEVEL: 'info',
-    };
-    for (let k = 0; k < WORKERS; k++) workers.push(spawnService(`worker-${k}`, 'worker/main.ts', env));
-    await Promise.all(workers.map((w) => w.waitForLog(msg('worker started'), 60_000, 'worker started')));
-    await queue.resume();
-
-    await eventually(
-      async () => {
-        const counts = await queue!.getJobCounts('completed', 'failed');
-        if ((counts['failed'] ?? 0) > 0) throw new Error(`${counts['failed']} job(s) failed`);
-        return counts['completed'] === jobs ? true : undefined;
-      },
-      240_000,
-      `${jobs} jobs completed`,
-    );
-    const storedBy = workers.map((w) => w.lines.filter((l) => l.json?.['msg'] === 'job stored').length);
-    expect(storedBy.every((n) => n > 0), `jobs stored per worker process: ${storedBy.join(', ')}`).to.equal(true);
+    await race.run({ workers: WORKERS, maxDelayMs: 150, random: () => Math.random() ** 3, env: { WORKER_CONCURRENCY: '4', WORKER_WRITES_IN_HAND: '8' }, timeoutMs: 240_000 });
 
     const docs = await db.collection<RecordDoc>(COLLECTIONS.records).find({ feedback_dataset_id: DATASET }).toArray();
     expect(docs).to.have.length(RECORDS);

@@ -19,6 +19,12 @@ describe('per-operation errors of an unordered bulk', () => {
     expect(out).to.deep.equal([{ kind: 'conflict' }, { kind: 'applied' }, { kind: 'rejected', error: 'too large' }]);
   });
 
+  it('an operation aborted by a deadlock is not refused: the error does not settle the command (the caller repeats its operations)', () => {
+    const deadlock = { index: 1, code: 16908292, errmsg: 'deadlock detected' };
+    expect(updateAttempts(bulkError([deadlock], { matchedCount: 2, upsertedCount: 0 }), 3)).to.equal(undefined);
+    expect(insertOutcomes(bulkError([{ index: 0, code: 11000, errmsg: 'dup' }, deadlock], { insertedCount: 1 }), 3)).to.equal(undefined);
+  });
+
   it('ignores indexes outside the command', () => {
     expect(updateAttempts(bulkError([{ index: 7, code: 11000, errmsg: 'dup' }], { matchedCount: 1, upsertedCount: 0 }), 2)).to.deep.equal([{ kind: 'applied' }, { kind: 'applied' }]);
   });

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { MongoBulkWriteError, MongoNetworkError, MongoServerError, MongoWriteConcernError, type BulkWriteResult } from 'mongodb';
-import { isTransientMongoError, TRANSIENT_CODES } from '../../worker/errors.js';
+import { isTransientMongoError, sqlStateCode, TRANSIENT_CODES } from '../../worker/errors.js';
 
 /**
  * The parts of a BulkWriteResult the classification and the writer read (the driver does not
@@ -21,6 +21,14 @@ function serverError(code: number, errorLabels: string[] = []): MongoServerError
 }
 
 describe('store error classification (worker/errors.ts)', () => {
+  it("a PostgreSQL deadlock, serialization failure or lock timeout as FerretDB v2 / DocumentDB report them (the SQLSTATE packed as a number) is transient", () => {
+    // 16908292 is what the stand-in answered for "deadlock detected" (bench: two unordered bulks locking documents in opposite orders).
+    expect(sqlStateCode('40P01')).to.equal(16908292);
+    for (const state of ['40P01', '40001', '55P03']) expect(isTransientMongoError(serverError(sqlStateCode(state))), state).to.equal(true);
+    // Other PostgreSQL errors are refusals: unique_violation, and 54000 program_limit_exceeded.
+    for (const state of ['23505', '54000']) expect(isTransientMongoError(serverError(sqlStateCode(state))), state).to.equal(false);
+  });
+
   it('a replica-set election or step-down is transient, by code', () => {
     // NotWritablePrimary, PrimarySteppedDown, InterruptedDueToReplStateChange, NotPrimaryNoSecondaryOk,
     // NotPrimaryOrSecondary, LegacyNotPrimary, ShutdownInProgress, InterruptedAtShutdown.
