@@ -1,6 +1,8 @@
 import { expect } from 'chai';
 import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
+import type { RecordWrite } from '../../shared/schemas.js';
+import type { SequencedWrite } from '../../worker/documents.js';
 import { ensureIndexes } from '../../worker/indexes.js';
 import { createFeedbackWriter, type FeedbackWriter, type WriteResult } from '../../worker/writer.js';
 import { uniqueName } from '../helpers/env.js';
@@ -93,7 +95,8 @@ describe('worker writer (order, races, store limits) on the real store', () => {
     const w = await newWriter({ monitor: (e) => void (e.commandName === 'insert' && commands.push(`${String(e.command['insert'])}:${(e.command['documents'] as unknown[]).length}`)) });
     const good = [31, 32, 33, 34].map(recordWrite);
     const poison = recordWrite(35);
-    const poisoned = { ...poison, write: { ...poison.write, record: { ...(poison.write as { record: object }).record, field_to_value: { q: OVERSIZE_TEXT } } } } as typeof poison;
+    const write = poison.write as RecordWrite;
+    const poisoned: SequencedWrite = { ...poison, write: { ...write, record: { ...write.record, field_to_value: { q: OVERSIZE_TEXT } } } };
     const results = await w.write([good[0]!, good[1]!, poisoned, good[2]!, good[3]!]);
     expect(results.map((r) => r.kind)).to.deep.equal(['stored', 'stored', 'rejected', 'stored', 'stored']);
     expect((results[2] as { error: string }).error).to.match(/larger than the store's limit/);
