@@ -51,6 +51,7 @@ export function createEventOutbox(options: {
             event_id: id,
             event_type: event.type,
             key: event.recordId,
+            subject_id: event.subjectId,
             seq: event.seq,
             rank: EVENT_RANK[event.type],
             dataset_id: event.datasetId,

@@ -5,6 +5,8 @@ import type { Config } from '../shared/config.js';
 import type { Logger } from '../shared/logger.js';
 import type { RedisClient } from '../shared/redis.js';
 import { webhookQueue } from '../shared/redis-keys.js';
+import type { OnErased } from './erasure-guard.js';
+import { createErasureEvents } from './erasure-events.js';
 import { createEventOutbox, type EventOutbox } from './event-outbox.js';
 import { createRoundEvents, type RoundEvents } from './round-events.js';
 import { createDeliveryProcessor, deliveryBackoffMs, type DeliveryOutcome } from './webhook-delivery.js';
@@ -15,7 +17,9 @@ import { createWebhookSubscriptions, type WebhookSubscriptions } from './webhook
 export interface WorkerWebhooks {
   /** For the writer: the events of each store round. */
   readonly roundEvents: RoundEvents;
-  /** For other producers of events (erasures, completion rules): the same outbox. */
+  /** For the erasures (`ErasureHooks.removing`): `response.erased` of the responses about to be removed. */
+  readonly erasedResponses: OnErased;
+  /** The outbox every event goes through. */
   readonly outbox: EventOutbox;
   readonly dispatcher: WebhookDispatcher;
   readonly subscriptions: WebhookSubscriptions;
@@ -83,6 +87,7 @@ export async function startWebhooks(config: Config, deps: { readonly db: Db; rea
 
   return {
     roundEvents: createRoundEvents({ db: deps.db, outbox }),
+    erasedResponses: createErasureEvents({ outbox }),
     outbox,
     dispatcher,
     subscriptions,
