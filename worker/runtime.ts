@@ -99,6 +99,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
   const completion = createCompletionTracker({
     db: primaryDb(mongo),
     rules: completionRules,
+    onCompleting: webhooks.completedRecords,
     ...(options.onRecordStatusChanged === undefined ? {} : { onStatusChanged: options.onRecordStatusChanged }),
   });
   // What erasures remove: announced to the webhooks before it goes; after, the records'

@@ -5,6 +5,8 @@ import type { Config } from '../shared/config.js';
 import type { Logger } from '../shared/logger.js';
 import type { RedisClient } from '../shared/redis.js';
 import { webhookQueue } from '../shared/redis-keys.js';
+import type { RecordCompletion } from './completion.js';
+import { createCompletionEvents } from './completion-events.js';
 import type { OnErased } from './erasure-guard.js';
 import { createErasureEvents } from './erasure-events.js';
 import { createEventOutbox, type EventOutbox } from './event-outbox.js';
@@ -19,6 +21,8 @@ export interface WorkerWebhooks {
   readonly roundEvents: RoundEvents;
   /** For the erasures (`ErasureHooks.removing`): `response.erased` of the responses about to be removed. */
   readonly erasedResponses: OnErased;
+  /** For the completion recount (`onCompleting`): `record.completed` of the records a round completed. */
+  readonly completedRecords: (completions: readonly RecordCompletion[]) => Promise<void>;
   /** The outbox every event goes through. */
   readonly outbox: EventOutbox;
   readonly dispatcher: WebhookDispatcher;
@@ -88,6 +92,7 @@ export async function startWebhooks(config: Config, deps: { readonly db: Db; rea
   return {
     roundEvents: createRoundEvents({ db: deps.db, outbox }),
     erasedResponses: createErasureEvents({ outbox }),
+    completedRecords: createCompletionEvents({ db: deps.db, outbox }),
     outbox,
     dispatcher,
     subscriptions,

@@ -5,17 +5,24 @@ import * as v from 'valibot';
 import { createFeedbackClient } from '../../client/index.js';
 import { WebhookPing } from '../../api/routes/webhooks.js';
 import { DeliveriesReplayed, DeliveryList, WebhookEndpointCreated, WebhookEndpointList } from '../../shared/webhook-admin.js';
-import type { ResponseDoc } from '../../shared/documents.js';
+import type { RecordDoc, ResponseDoc } from '../../shared/documents.js';
 import { newErasureId } from '../../shared/erasures.js';
 import { createIdMinter } from '../../shared/ids.js';
+import { decodeJob } from '../../shared/job-payload.js';
 import { COLLECTIONS } from '../../shared/mongo.js';
+import { orderFloorAt } from '../../shared/order-clock.js';
 import { appKeyPrefix } from '../../shared/redis-keys.js';
 import type { DeliveryDoc } from '../../shared/webhook-admin.js';
 import { WEBHOOK_EVENT_TYPES } from '../../shared/webhook-events.js';
+import { createCompletionTracker } from '../../worker/completion.js';
+import { createCompletionEvents } from '../../worker/completion-events.js';
+import type { SequencedWrite } from '../../worker/documents.js';
 import { createErasureEvents } from '../../worker/erasure-events.js';
 import { createEraser, type ErasureItem } from '../../worker/erasures.js';
 import { TransientStoreError } from '../../worker/errors.js';
 import { createEventOutbox } from '../../worker/event-outbox.js';
+import { createRoundEvents } from '../../worker/round-events.js';
+import { createFeedbackWriter, type FeedbackWriter } from '../../worker/writer.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
 import { deadLetters, eventually, silentLogger, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
 import { startWebhookReceiver, type ReceivedWebhook, type WebhookReceiver } from '../helpers/webhook-receiver.js';
@@ -348,8 +355,11 @@ describe('webhooks: deliveries that fail for good', function () {
   });
 });
 
-/** `db` whose collection `name` fails its first `insertMany` as an unreachable store does; every other command goes to the real store. */
-function failingFirstInsert(db: Db, name: string): { readonly db: Db; readonly failures: () => number } {
+/**
+ * `db` whose collection `name` fails its first `insertMany` of documents that `when` picks (default:
+ * any) as an unreachable store does; every other command goes to the real store.
+ */
+function failingFirstInsert(db: Db, name: string, when: (docs: readonly DeliveryDoc[]) => boolean = () => true): { readonly db: Db; readonly failures: () => number } {
   let failures = 0;
   const bound = (target: object, member: unknown) => (typeof member === 'function' ? (member as (...a: unknown[]) => unknown).bind(target) : member);
   const proxy = new Proxy(db, {
@@ -362,7 +372,10 @@ function failingFirstInsert(db: Db, name: string): { readonly db: Db; readonly f
           get(c, p) {
             if (p !== 'insertMany') return bound(c, Reflect.get(c, p, c));
             return async (...args: unknown[]) => {
-              if (failures++ === 0) throw new MongoNetworkError(`${name} unreachable (injected)`);
+              if (failures === 0 && when(args[0] as DeliveryDoc[])) {
+                failures++;
+                throw new MongoNetworkError(`${name} unreachable (injected)`);
+              }
               return (c.insertMany as (...a: unknown[]) => Promise<unknown>)(...args);
             };
           },
@@ -493,5 +506,165 @@ describe('webhooks: response.erased', function () {
     } finally {
       await receiver.close();
     }
+  });
+});
+
+describe('webhooks: record.completed', function () {
+  this.timeout(60_000);
+  const DEFINITION = { fields: [{ name: 'prompt', type: 'text' }, { name: 'answer', type: 'text' }], questions: [{ name: 'helpful', type: 'number' }] };
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack(testConfig({ ...WEBHOOK_ENV }), { worker: false });
+    const put = await adminRequest(stack, '/datasets/ds_complete', 'PUT', { ...DEFINITION, completion: { min_submitted: 2 } });
+    expect(put.status, put.text).to.equal(201);
+    // The worker loads the completion rules as it starts.
+    await stack.startWorker();
+  });
+  after(async () => {
+    await stack?.close();
+  });
+
+  const respond = (recordId: string, user: string, status: 'submitted' | 'draft', value: number) =>
+    stack.post('/feedback-response', { feedback_record_id: recordId, response: { status, values: { helpful: value }, user_id: user } });
+  const responseDocs = () => stack.db.collection<ResponseDoc>(COLLECTIONS.responses);
+  const recordDocs = () => stack.db.collection<RecordDoc>(COLLECTIONS.records);
+  const statusIs = (recordId: string, status: string) =>
+    eventually(async () => ((await recordDocs().findOne({ _id: recordId }))?.status === status ? true : undefined), 20_000, `${recordId} ${status}`);
+  const storedSeq = async (responseId: string, value: number) =>
+    eventually(async () => {
+      const doc = await responseDocs().findOne({ _id: responseId });
+      return doc?.values['helpful'] === value ? doc.seq : undefined;
+    }, 20_000, `${responseId} stored with ${value}`);
+
+  it('the second annotator\'s submitted response completes the record: one event holding both responses, after that response\'s; draft and back: a second id; the job run again: no new id', async () => {
+    const receiver = await startWebhookReceiver();
+    try {
+      const { secret } = await subscribeTo(stack, receiver.url, ['ds_complete'], WEBHOOK_EVENT_TYPES);
+      const created = await stack.post('/feedback-record', record('ds_complete', 1, 'ann-a'));
+      const recordId = created.body.feedback_record_id as string;
+      await storedSeq(created.body.feedback_response_id, 1);
+      const b = await respond(recordId, 'ann-b', 'submitted', 5);
+      const bSeq = await storedSeq(b.body.feedback_response_id, 5);
+      await statusIs(recordId, 'completed');
+
+      const completedEvents = () => deduped(receiver).filter((e) => e.type === 'record.completed');
+      await eventually(async () => (completedEvents().length >= 1 ? true : undefined), 20_000, 'record.completed');
+      const first = completedEvents()[0]!;
+      // Its id names the order of the write whose storing completed it.
+      expect(first.id).to.equal(`evt_record_completed_${recordId}_${bSeq}`);
+      const view = (await adminRequest(stack, `/feedback-record/${recordId}`)).body;
+      expect(first.data).to.deep.equal(view);
+      expect(view.status).to.equal('completed');
+      expect((first.data['responses'] as { user_id: string }[]).map((r) => r.user_id)).to.deep.equal(['ann-a', 'ann-b']);
+      const order = (events: Event[], pick: (e: Event) => boolean) => events.findIndex(pick);
+      let events = deduped(receiver);
+      expect(order(events, (e) => e.id === first.id)).to.be.greaterThan(order(events, (e) => e.type === 'response.created' && e.data['user_id'] === 'ann-b'));
+
+      // Back to pending (no event), then completed again: a second event with another id, after the response that completed it.
+      expect((await respond(recordId, 'ann-a', 'draft', 2)).status).to.equal(200);
+      await statusIs(recordId, 'pending');
+      expect((await respond(recordId, 'ann-a', 'submitted', 3)).status).to.equal(200);
+      const aSeq = await storedSeq(created.body.feedback_response_id, 3);
+      await statusIs(recordId, 'completed');
+      await eventually(async () => (completedEvents().length >= 2 ? true : undefined), 20_000, 'a second record.completed');
+      events = deduped(receiver);
+      const second = completedEvents()[1]!;
+      expect(second.id).to.equal(`evt_record_completed_${recordId}_${aSeq}`);
+      expect(order(events, (e) => e.id === second.id)).to.be.greaterThan(order(events, (e) => e.type === 'response.updated' && e.data['values']?.helpful === 3));
+
+      // The job that completed it again runs once more (same writes, same orders), as after a crash before it completed.
+      const jobs = await stack.api.queue.getJobs(['completed']);
+      const again = jobs.find((job) => {
+        const decoded = decodeJob(job.data);
+        return decoded.ok && decoded.writes.some((w) => (w as { seq?: number }).seq === aSeq);
+      });
+      expect(again, 'the job of the write that completed it').to.not.equal(undefined);
+      const rerun = await stack.api.queue.add(again!.name, again!.data);
+      await eventually(async () => ((await rerun.getState()) === 'completed' ? true : undefined), 20_000, 'the job run again');
+      expect((await stack.api.queue.getJob(rerun.id!))?.returnvalue, 'the same write, applied again over its own version').to.include({ responses: 1, dead_lettered: 0 });
+      await stack.worker!.webhooks.dispatcher.runOnce();
+      await new Promise((r) => setTimeout(r, 500));
+      expect(completedEvents().map((e) => e.id)).to.deep.equal([first.id, second.id]);
+      expect(await stack.db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox).countDocuments({ key: recordId, event_type: 'record.completed' })).to.equal(2);
+      for (const r of receiver.received) new Webhook(secret).verify(r.body, r.headers as Record<string, string>);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  describe('an outbox outage while a round appends its record.completed', () => {
+    const DATASETS: Record<string, number> = { ds_complete_outage: 2, ds_complete_first: 1 };
+    const at = 1_700_000_000_000;
+    const recordWrite = (dataset: string, n: number, seq: number): SequencedWrite => ({
+      write: {
+        kind: 'record', request_id: `req-${dataset}-${n}`, accepted_at: at + n, api_key: TEST_KEY.name, record_id: `rec_${dataset}_${n}`, response_id: `rsp_${dataset}_${n}_a`,
+        record: { feedback_dataset_id: dataset, field_to_value: { prompt: `q${n}` } }, response: { status: 'submitted', values: { helpful: 1 }, user_id: 'ann-a' },
+      },
+      seq, index: 0,
+    });
+    const responseWrite = (dataset: string, n: number, seq: number): SequencedWrite => ({
+      write: {
+        kind: 'response', request_id: `req-${dataset}-${n}-b`, accepted_at: at + n + 1, api_key: TEST_KEY.name, record_id: `rec_${dataset}_${n}`, response_id: `rsp_${dataset}_${n}_b`,
+        response: { status: 'submitted', values: { helpful: 2 }, user_id: 'ann-b' },
+      },
+      seq, index: 0,
+    });
+
+    /** The worker's writer, completion and outbox on the real store, whose outbox is unreachable for the first append holding a record.completed. */
+    function writerWithOutage() {
+      const failing = failingFirstInsert(stack.db, COLLECTIONS.webhookOutbox, (docs) => docs.some((d) => d.event_type === 'record.completed'));
+      const outbox = createEventOutbox({ db: failing.db, subscriptions: stack.worker!.webhooks.subscriptions, logger: silentLogger });
+      const completion = createCompletionTracker({
+        db: stack.db,
+        rules: { ruleOf: (id) => (DATASETS[id] === undefined ? undefined : { min_submitted: DATASETS[id] }) },
+        onCompleting: createCompletionEvents({ db: stack.db, outbox }),
+      });
+      return { failing, writer: createFeedbackWriter({ db: stack.db, logger: silentLogger, completion, events: createRoundEvents({ db: stack.db, outbox }) }) };
+    }
+
+    /** The job's attempt fails with the outage, the next one goes through. */
+    async function writeTwice(writer: FeedbackWriter, items: SequencedWrite[]): Promise<void> {
+      const failed = await writer.write(items).then(() => undefined, (err: unknown) => err);
+      expect(failed, 'the outage fails the round').to.be.instanceOf(TransientStoreError);
+      expect((await writer.write(items)).map((r) => r.kind)).to.not.include('rejected');
+    }
+
+    it('a record completed by a later response: the job\'s retry appends it, once, after that response\'s event', async () => {
+      const receiver = await startWebhookReceiver();
+      try {
+        await subscribeTo(stack, receiver.url, ['ds_complete_outage'], WEBHOOK_EVENT_TYPES);
+        const { failing, writer } = writerWithOutage();
+        const base = orderFloorAt(Date.now());
+        await writer.write([recordWrite('ds_complete_outage', 1, base + 64)]);
+        await writeTwice(writer, [responseWrite('ds_complete_outage', 1, base + 128)]);
+        expect(failing.failures()).to.equal(1);
+        expect((await recordDocs().findOne({ _id: 'rec_ds_complete_outage_1' }))?.status).to.equal('completed');
+        await eventually(async () => (deduped(receiver).length >= 4 ? true : undefined), 20_000, 'the record\'s four events');
+        await stack.worker!.webhooks.dispatcher.runOnce();
+        await new Promise((r) => setTimeout(r, 300));
+        const events = deduped(receiver);
+        expect(events.map((e) => e.type)).to.deep.equal(['record.created', 'response.created', 'response.created', 'record.completed']);
+        expect(events[3]!.id).to.equal(`evt_record_completed_rec_ds_complete_outage_1_${base + 128}`);
+      } finally {
+        await receiver.close();
+      }
+    });
+
+    it('a record inserted completed (min_submitted 1): the job\'s retry appends it, once', async () => {
+      const receiver = await startWebhookReceiver();
+      try {
+        await subscribeTo(stack, receiver.url, ['ds_complete_first'], ['record.completed']);
+        const { failing, writer } = writerWithOutage();
+        const seq = orderFloorAt(Date.now());
+        await writeTwice(writer, [recordWrite('ds_complete_first', 1, seq)]);
+        expect(failing.failures()).to.equal(1);
+        await eventually(async () => (deduped(receiver).length >= 1 ? true : undefined), 20_000, 'record.completed');
+        await stack.worker!.webhooks.dispatcher.runOnce();
+        await new Promise((r) => setTimeout(r, 300));
+        expect(deduped(receiver).map((e) => e.id)).to.deep.equal([`evt_record_completed_rec_ds_complete_first_1_${seq}`]);
+      } finally {
+        await receiver.close();
+      }
+    });
   });
 });
