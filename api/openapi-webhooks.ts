@@ -19,7 +19,8 @@ export const WEBHOOK_PATHS: Paths = {
       operationId: 'createWebhook',
       summary: 'Register a webhook endpoint for some event types (and datasets)',
       description:
-        'Events (`record.created`, `response.created`, `response.updated`, `response.erased`, `record.completed`) are sent after what they describe is stored, signed as Standard Webhooks says, ' +
+        'Events (`record.created`, `response.created`, `response.updated`, `response.erased`, `record.completed`) are sent after what they describe is stored ' +
+        '(`response.erased`: appended just before the erasure deletes the response, so that it is never lost), signed as Standard Webhooks says, ' +
         'at least once and in order per record (hence per response). `url` must be `https://` and reach a public address unless `WEBHOOKS_ALLOW_INSECURE=true`. ' +
         'The worker takes a new endpoint up within `WEBHOOK_REFRESH_MS`. The answer holds the signing secret, shown only here. See docs/webhooks.md.',
       access: 'admin',

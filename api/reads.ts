@@ -1,6 +1,6 @@
 import type { Db, Filter } from 'mongodb';
 import type { RecordPage, RecordView } from '../shared/answers.js';
-import { recordView } from '../shared/views.js';
+import { byCreation, recordView } from '../shared/views.js';
 import type { RecordDoc, ResponseDoc, SuggestionDoc } from '../shared/documents.js';
 import { suggestionsOf } from './suggestion-reads.js';
 import { COLLECTIONS } from '../shared/mongo.js';
@@ -58,11 +58,6 @@ export interface RecordReader {
 
 interface RecordReaderOptions {
   readonly db: Db;
-}
-
-/** Oldest response first, so that a record's responses read in the order annotators gave them. */
-function byCreation(a: ResponseDoc, b: ResponseDoc): number {
-  return a.created_at.getTime() - b.created_at.getTime() || (a._id < b._id ? -1 : a._id > b._id ? 1 : 0);
 }
 
 /** Where a listing stands: the (created_at, _id) of the last record looked at. */

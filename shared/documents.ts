@@ -24,6 +24,12 @@ export interface RecordDoc {
    * writes `status` only while the token is still its own (worker/completion.ts).
    */
   completion_token?: string;
+  /**
+   * Under a completion rule, the acceptance order at which the record last became `completed` (the
+   * newest submitted response counted then): the order and id of its `record.completed` event. Kept
+   * when it goes back to pending.
+   */
+  completed_seq?: number;
   /** The annotator of the record's first response: the person whose words `field_to_value` may hold (erasure). Absent on records of earlier releases. */
   creator_user_id?: string;
   /** Acceptance order of the record write (erasure). Absent on records of earlier releases. */

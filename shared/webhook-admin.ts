@@ -54,8 +54,8 @@ export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
  * One event for one endpoint in the outbox (`webhook_outbox`). `pending`: waits in MongoDB;
  * `queued`: a delivery job is in Redis (retrying with backoff); `delivered`: 2xx; `failed`: every
  * attempt failed; `held`: a later event of a record whose earlier event failed, kept back until
- * that one is replayed; `superseded`: a later event of the record was delivered first (only with
- * several worker processes), so this older state is not sent.
+ * that one is replayed; `superseded`: a later event of the record was delivered first (several
+ * worker processes, or an erasure's event appended ahead of them), so this older state is not sent.
  */
 export interface DeliveryDoc {
   _id: string;
@@ -64,6 +64,8 @@ export interface DeliveryDoc {
   event_type: WebhookEventType;
   /** The ordering key: the record id. */
   key: string;
+  /** What the event is about within the record (the record or a response id); absent on deliveries appended by earlier releases. */
+  subject_id?: string;
   seq: number;
   rank: number;
   dataset_id: string;

@@ -5,29 +5,50 @@ import { COLLECTIONS } from '../shared/mongo.js';
 import type { CompletionRules } from './completion-rules.js';
 import { isTransientMongoError, TransientStoreError } from './errors.js';
 
-/** A record whose status the worker changed (webhooks' `record.completed` hangs on this). */
-export interface RecordStatusChange {
+/** A record whose status the worker changed. */
+export type RecordStatusChange = {
   readonly record_id: string;
   readonly dataset_id: string;
   readonly previous: RecordStatus;
-  readonly status: 'pending' | 'completed';
+} & (
+  | { readonly status: 'pending' }
+  | {
+      readonly status: 'completed';
+      /** The acceptance order at which it became completed: the newest submitted response counted (stored as `completed_seq`). */
+      readonly seq: number;
+    }
+);
+
+/** A record found completed by a write of the round that counts it (webhooks' `record.completed`). */
+export interface RecordCompletion {
+  readonly record_id: string;
+  readonly dataset_id: string;
+  /** Its `completed_seq`: the order of the write whose storing completed it. */
+  readonly seq: number;
+}
+
+/** A record a round's responses touched: its dataset, and the orders of the round's writes to it. */
+export interface TouchedRecord {
+  readonly datasetId: string;
+  readonly seqs: readonly number[];
 }
 
 /** One store round's part of completion: the token its new records are inserted with, then its recount. */
 export interface CompletionRound {
   /**
    * The status and token a new record of this round is inserted with: its status from its first
-   * response alone (no other response can exist before the record does), the round's token.
-   * Records of datasets without a rule: `submitted`, no token.
+   * response alone (no other response can exist before the record does), the round's token, and
+   * when that is `completed`, `completed_seq` = `seq` (the record write's order). Records of
+   * datasets without a rule: `submitted`, no token.
    */
-  newRecordFields(datasetId: string, firstResponseStatus: string): Pick<RecordDoc, 'status' | 'completion_token'>;
+  newRecordFields(datasetId: string, firstResponseStatus: string, seq: number): Pick<RecordDoc, 'status' | 'completion_token' | 'completed_seq'>;
   /**
-   * After the round's responses are stored: recounts `touched` (record id → dataset id). `fresh`
-   * are records this round inserted whose only response in the round is their first one, which it
-   * inserted too: their status from {@link newRecordFields} stands unless another worker's
-   * recount took the record over meanwhile (then they are recounted).
+   * After the round's responses are stored: recounts `touched` (record id → its dataset and the
+   * round's writes to it). `fresh` are records this round inserted whose only response in the
+   * round is their first one, which it inserted too: their status from {@link newRecordFields}
+   * stands unless another worker's recount took the record over meanwhile (then they are recounted).
    */
-  finish(touched: ReadonlyMap<string, string>, fresh: ReadonlySet<string>): Promise<void>;
+  finish(touched: ReadonlyMap<string, TouchedRecord>, fresh: ReadonlySet<string>): Promise<void>;
 }
 
 export interface CompletionTracker {
@@ -50,6 +71,15 @@ export interface CompletionTrackerOptions {
    * it for that change (its job's re-run finds the status already written).
    */
   readonly onStatusChanged?: (changes: readonly RecordStatusChange[]) => void | Promise<void>;
+  /**
+   * Called, and awaited, with the records a round finds completed by one of its own writes, before
+   * their status is written: those it takes to `completed`, the fresh ones inserted `completed`,
+   * and those already `completed` whose `completed_seq` is one of the round's writes (a job run
+   * again after a crash). At least once per completion, so that what must not be lost is recorded
+   * here (the webhooks' `record.completed`, appended to the outbox; same seq, same event id). A
+   * throw fails the round before the status is written, and its job runs again.
+   */
+  readonly onCompleting?: (completions: readonly RecordCompletion[]) => Promise<void>;
 }
 
 function storeCall<T>(call: () => Promise<T>): Promise<T> {
@@ -89,6 +119,14 @@ function storeCall<T>(call: () => Promise<T>): Promise<T> {
  * that read and its worker's token write and count come later still, so the status stands; taken
  * over, it is recounted with steps 1–3 and a new token (the other recount may have counted before
  * the first response was stored).
+ *
+ * When a record becomes `completed`, step 3 also writes `completed_seq`, the newest order among the
+ * submitted responses it counted (a fresh record: its record write's order). Every recount that
+ * sees the same stored responses computes the same one, so `record.completed` (whose id carries
+ * it) is one event per completion, whichever worker or attempt reports it; going back to pending
+ * and completed again gives a new one. {@link CompletionTrackerOptions.onCompleting} is told
+ * before the status write, and again by any later round that holds the write of `completed_seq`
+ * (the same job run again), so that a crash on either side of the status write loses nothing.
  */
 export function createCompletionTracker(options: CompletionTrackerOptions): CompletionTracker {
   const { db, rules } = options;
@@ -98,9 +136,9 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
   const newToken = () => randomBytes(12).toString('base64url');
 
   /** The records of `touched` under a rule, with the rule's minimum. */
-  function ruled(touched: ReadonlyMap<string, string>): Map<string, number> {
+  function ruled(touched: ReadonlyMap<string, TouchedRecord>): Map<string, number> {
     const minOf = new Map<string, number>();
-    for (const [recordId, datasetId] of touched) {
+    for (const [recordId, { datasetId }] of touched) {
       const rule = rules.ruleOf(datasetId);
       if (rule !== undefined) minOf.set(recordId, rule.min_submitted);
     }
@@ -112,26 +150,31 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
    * inserted with `token` and are only read: they keep their status while the token is theirs.
    * Returns the fresh records another recount took over.
    */
-  async function settle(token: string, minOf: ReadonlyMap<string, number>, touched: ReadonlyMap<string, string>, recount: readonly string[], fresh: readonly string[]): Promise<string[]> {
+  async function settle(token: string, minOf: ReadonlyMap<string, number>, touched: ReadonlyMap<string, TouchedRecord>, recount: readonly string[], fresh: readonly string[]): Promise<string[]> {
     if (recount.length > 0) {
       await storeCall(() => records.bulkWrite(recount.map((_id) => ({ updateOne: { filter: { _id }, update: { $set: { completion_token: token } } } })), { ordered: false }));
     }
     const [held, counts] = await Promise.all([
-      storeCall(() => records.find({ _id: { $in: [...recount, ...fresh] } }, { projection: { status: 1, completion_token: 1 } }).toArray()),
+      storeCall(() => records.find({ _id: { $in: [...recount, ...fresh] } }, { projection: { status: 1, completion_token: 1, completed_seq: 1 } }).toArray()),
       recount.length === 0
         ? Promise.resolve([])
         : storeCall(() =>
             responses
-              .aggregate<{ _id: string; n: number }>([{ $match: { feedback_record_id: { $in: [...recount] }, status: 'submitted' } }, { $group: { _id: '$feedback_record_id', n: { $sum: 1 } } }])
+              .aggregate<{ _id: string; n: number; last: number }>([
+                { $match: { feedback_record_id: { $in: [...recount] }, status: 'submitted' } },
+                { $group: { _id: '$feedback_record_id', n: { $sum: 1 }, last: { $max: '$seq' } } },
+              ])
               .toArray(),
           ),
     ]);
-    const submitted = new Map(counts.map((c) => [c._id, c.n]));
+    const submitted = new Map(counts.map((c) => [c._id, c]));
     const isFresh = new Set(fresh);
     const changes: RecordStatusChange[] = [];
     const reported: RecordStatusChange[] = [];
+    const completions: RecordCompletion[] = [];
     const lost: string[] = [];
     for (const doc of held) {
+      const { datasetId, seqs } = touched.get(doc._id)!;
       if (doc.completion_token !== token) {
         // Another recount set its token after ours: the status is its to write. A fresh record's
         // status was set from its first response alone, which that recount may not have seen.
@@ -139,14 +182,27 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
         continue;
       }
       if (isFresh.has(doc._id)) {
-        if (doc.status === 'completed') reported.push({ record_id: doc._id, dataset_id: touched.get(doc._id)!, previous: 'pending', status: 'completed' });
+        if (doc.status === 'completed' && doc.completed_seq !== undefined) {
+          reported.push({ record_id: doc._id, dataset_id: datasetId, previous: 'pending', status: 'completed', seq: doc.completed_seq });
+          completions.push({ record_id: doc._id, dataset_id: datasetId, seq: doc.completed_seq });
+        }
         continue;
       }
-      const status = (submitted.get(doc._id) ?? 0) >= minOf.get(doc._id)! ? 'completed' : 'pending';
-      if (doc.status !== status) changes.push({ record_id: doc._id, dataset_id: touched.get(doc._id)!, previous: doc.status, status });
+      const count = submitted.get(doc._id);
+      if ((count?.n ?? 0) >= minOf.get(doc._id)!) {
+        // Completed at the newest submitted version counted: the write whose storing completed it
+        // when the responses were stored in their order, and never before a response it counts.
+        if (doc.status !== 'completed') changes.push({ record_id: doc._id, dataset_id: datasetId, previous: doc.status, status: 'completed', seq: count!.last });
+        else if (doc.completed_seq !== undefined && seqs.includes(doc.completed_seq)) completions.push({ record_id: doc._id, dataset_id: datasetId, seq: doc.completed_seq });
+      } else if (doc.status !== 'pending') changes.push({ record_id: doc._id, dataset_id: datasetId, previous: doc.status, status: 'pending' });
     }
+    for (const c of changes) if (c.status === 'completed') completions.push({ record_id: c.record_id, dataset_id: c.dataset_id, seq: c.seq });
+    // Before the status is written: a round that dies after writing it would find no change on its re-run.
+    if (completions.length > 0) await options.onCompleting?.(completions);
     if (changes.length > 0) {
-      const ops: AnyBulkWriteOperation<RecordDoc>[] = changes.map((c) => ({ updateOne: { filter: { _id: c.record_id, completion_token: token }, update: { $set: { status: c.status } } } }));
+      const ops: AnyBulkWriteOperation<RecordDoc>[] = changes.map((c) => ({
+        updateOne: { filter: { _id: c.record_id, completion_token: token }, update: { $set: c.status === 'completed' ? { status: c.status, completed_seq: c.seq } : { status: c.status } } },
+      }));
       const result = await storeCall(() => records.bulkWrite(ops, { ordered: false }));
       let written = changes;
       if (result.matchedCount < changes.length) {
@@ -161,7 +217,7 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
     return lost;
   }
 
-  async function finish(token: string, touched: ReadonlyMap<string, string>, fresh: ReadonlySet<string>): Promise<void> {
+  async function finish(token: string, touched: ReadonlyMap<string, TouchedRecord>, fresh: ReadonlySet<string>): Promise<void> {
     const minOf = ruled(touched);
     if (minOf.size === 0) return;
     const recount = [...minOf.keys()].filter((id) => !fresh.has(id));
@@ -173,14 +229,16 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
     round() {
       const token = newToken();
       return {
-        newRecordFields(datasetId, firstResponseStatus) {
+        newRecordFields(datasetId, firstResponseStatus, seq) {
           const rule = rules.ruleOf(datasetId);
           if (rule === undefined) return { status: 'submitted' };
-          return { status: firstResponseStatus === 'submitted' && rule.min_submitted <= 1 ? 'completed' : 'pending', completion_token: token };
+          if (firstResponseStatus === 'submitted' && rule.min_submitted <= 1) return { status: 'completed', completion_token: token, completed_seq: seq };
+          return { status: 'pending', completion_token: token };
         },
         finish: (touched, fresh) => finish(token, touched, fresh),
       };
     },
-    recount: (records) => finish(newToken(), records, new Set()),
+    // No write of the caller's completes a record (an erasure only removes responses).
+    recount: (records) => finish(newToken(), new Map([...records].map(([id, datasetId]) => [id, { datasetId, seqs: [] }])), new Set()),
   };
 }

@@ -15,9 +15,15 @@ import { isTransientMongoError, TransientStoreError } from './errors.js';
  * round's second read (which starts after its writes are acknowledged) finds the tombstone.
  */
 
-/** What a tombstone says about the writes below its order. */
-export interface Tombstone {
+/** An erasure as the responses it removes name it (`response.erased`): its id, acceptance order and acceptance time. */
+export interface ErasureRef {
+  readonly id: string;
   readonly seq: number;
+  readonly at: Date;
+}
+
+/** What a tombstone says about the writes below its order. */
+export interface Tombstone extends ErasureRef {
   readonly datasets: readonly string[] | null;
   readonly records: ErasureDoc['records'];
 }
@@ -34,8 +40,29 @@ export interface Tombstones {
 
 export const NO_TOMBSTONES: Tombstones = { covering: () => undefined };
 
-/** Called with the response documents an erasure removed (the webhooks' `response.erased`). */
-export type OnErased = (responses: readonly ResponseDoc[]) => void | Promise<void>;
+/** A response document an erasure removes, with the erasure that removes it. */
+export interface ErasedResponse {
+  readonly doc: ResponseDoc;
+  readonly erasure: ErasureRef;
+}
+
+/** Told of response documents an erasure removes. A throw fails the job's attempt, which runs again. */
+export type OnErased = (removed: readonly ErasedResponse[]) => void | Promise<void>;
+
+/**
+ * The two moments the sweeps (worker/erasures.ts) and the store rounds' guard report the response
+ * documents they remove, each time with the erasure that removes them.
+ */
+export interface ErasureHooks {
+  /**
+   * Before they are deleted, awaited: a throw leaves them stored, so that the retry of the job
+   * finds them and reports them again. What must never be lost is recorded here (the webhook
+   * outbox's `response.erased`): after the delete, a retry would no longer find them.
+   */
+  readonly removing?: OnErased;
+  /** After they are deleted (the records' completion recount, `startWorker`'s `onErased`). */
+  readonly removed?: OnErased;
+}
 
 export interface ErasureGuard {
   /** The tombstones of the users of `items` (one indexed query); NO_TOMBSTONES when none. */
@@ -63,7 +90,30 @@ async function storeCall<T>(call: () => Promise<T>): Promise<T> {
   }
 }
 
-export function createErasureGuard(options: { readonly db: Db; readonly onErased?: OnErased }): ErasureGuard {
+/**
+ * Each document `remove` found, with the tombstone that covers it: its response's write, or its
+ * record's write under a `created` rule; of several, the latest (the same choice as `covering`, so
+ * that a job run again reports the same erasure).
+ */
+function erasedBy(docs: readonly ResponseDoc[], covered: readonly { readonly item: SequencedWrite; readonly tombstone: Tombstone }[]): ErasedResponse[] {
+  const byResponse = new Map<string, Tombstone>();
+  const byRecord = new Map<string, Tombstone>();
+  const keepLatest = (map: Map<string, Tombstone>, id: string, t: Tombstone) => {
+    const held = map.get(id);
+    if (held === undefined || t.seq > held.seq) map.set(id, t);
+  };
+  for (const { item, tombstone } of covered) {
+    if (carriesResponse(item)) keepLatest(byResponse, item.write.response_id, tombstone);
+    if (isRecordWrite(item) && tombstone.records !== 'keep') keepLatest(byRecord, item.write.record_id, tombstone);
+  }
+  return docs.map((doc) => {
+    const [a, b] = [byResponse.get(doc._id), byRecord.get(doc.feedback_record_id)];
+    const t = a === undefined ? b! : b === undefined || a.seq >= b.seq ? a : b;
+    return { doc, erasure: { id: t.id, seq: t.seq, at: t.at } };
+  });
+}
+
+export function createErasureGuard(options: { readonly db: Db } & ErasureHooks): ErasureGuard {
   const erasures = erasureCollection(options.db);
   const records = options.db.collection<RecordDoc>(COLLECTIONS.records);
   const responses = options.db.collection<ResponseDoc>(COLLECTIONS.responses);
@@ -79,13 +129,13 @@ export function createErasureGuard(options: { readonly db: Db; readonly onErased
       }
       if (hashOf.size === 0) return NO_TOMBSTONES;
       const docs = await storeCall(() =>
-        erasures.find({ user_hash: { $in: [...new Set(hashOf.values())] } }, { projection: { user_hash: 1, seq: 1, datasets: 1, records: 1 } }).toArray(),
+        erasures.find({ user_hash: { $in: [...new Set(hashOf.values())] } }, { projection: { user_hash: 1, seq: 1, datasets: 1, records: 1, requested_at: 1 } }).toArray(),
       );
       if (docs.length === 0) return NO_TOMBSTONES;
       const byHash = new Map<string, Tombstone[]>();
       for (const d of docs) {
         const list = byHash.get(d.user_hash) ?? [];
-        list.push({ seq: d.seq, datasets: d.datasets, records: d.records });
+        list.push({ id: d._id, seq: d.seq, at: d.requested_at, datasets: d.datasets, records: d.records });
         byHash.set(d.user_hash, list);
       }
       return {
@@ -94,13 +144,15 @@ export function createErasureGuard(options: { readonly db: Db; readonly onErased
           if (user === undefined) return undefined;
           const list = byHash.get(hashOf.get(user) ?? userHash(user));
           if (list === undefined) return undefined;
-          // Every covering tombstone at once: the highest order (what its removal may take) and
-          // the strictest records rule (a `created` erasure covers the record even when a later one keeps records).
+          // Every covering tombstone at once: the highest order (what its removal may take, and
+          // the erasure its removals are reported with) and the strictest records rule (a
+          // `created` erasure covers the record even when a later one keeps records).
           let merged: Tombstone | undefined;
           for (const t of list) {
             if (item.seq >= t.seq) continue;
             if (t.datasets !== null && (datasetId === undefined || !t.datasets.includes(datasetId))) continue;
-            merged = merged === undefined ? t : { seq: Math.max(merged.seq, t.seq), datasets: null, records: merged.records !== 'keep' ? merged.records : t.records };
+            const latest = merged === undefined || t.seq > merged.seq ? t : merged;
+            merged = merged === undefined ? t : { id: latest.id, seq: latest.seq, at: latest.at, datasets: null, records: merged.records !== 'keep' ? merged.records : t.records };
           }
           return merged;
         },
@@ -112,9 +164,11 @@ export function createErasureGuard(options: { readonly db: Db; readonly onErased
       const recordIds = covered.filter(({ item, tombstone }) => isRecordWrite(item) && tombstone.records !== 'keep').map(({ item }) => item.write.record_id);
       const responseFilters: Filter<ResponseDoc>[] = covered.flatMap(({ item, tombstone }) => (carriesResponse(item) ? [{ _id: item.write.response_id, seq: { $lt: tombstone.seq } }] : []));
       const filter: Filter<ResponseDoc> = recordIds.length === 0 ? { $or: responseFilters } : { $or: [...responseFilters, { feedback_record_id: { $in: recordIds } }] };
-      const removed = await storeCall(() => responses.find(filter).toArray());
+      const docs = await storeCall(() => responses.find(filter).toArray());
+      const removed = erasedBy(docs, covered);
       if (removed.length > 0) {
-        const ops: AnyBulkWriteOperation<ResponseDoc>[] = removed.map((doc) => ({ deleteOne: { filter: { _id: doc._id, seq: doc.seq } } }));
+        await options.removing?.(removed);
+        const ops: AnyBulkWriteOperation<ResponseDoc>[] = docs.map((doc) => ({ deleteOne: { filter: { _id: doc._id, seq: doc.seq } } }));
         await storeCall(() => responses.bulkWrite(ops, { ordered: false }));
       }
       if (recordIds.length > 0) {
@@ -122,7 +176,7 @@ export function createErasureGuard(options: { readonly db: Db; readonly onErased
         await storeCall(() => suggestions.deleteMany({ feedback_record_id: { $in: recordIds } }));
         await storeCall(() => records.deleteMany({ _id: { $in: recordIds } }));
       }
-      if (removed.length > 0) await options.onErased?.(removed);
+      if (removed.length > 0) await options.removed?.(removed);
     },
   };
 }

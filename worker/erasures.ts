@@ -10,7 +10,7 @@ import { sleep } from '../shared/process.js';
 import type { RedisClient } from '../shared/redis.js';
 import type { ErasureWrite } from '../shared/schemas.js';
 import type { Sequenced } from './documents.js';
-import type { OnErased } from './erasure-guard.js';
+import type { ErasureHooks, ErasureRef } from './erasure-guard.js';
 import { isTransientMongoError, TransientStoreError } from './errors.js';
 
 /*
@@ -34,7 +34,7 @@ export interface Eraser {
   finish(items: readonly ErasureItem[]): Promise<void>;
 }
 
-export interface EraserOptions {
+export interface EraserOptions extends ErasureHooks {
   readonly db: Db;
   readonly redis: RedisClient;
   /** `appKeyPrefix(config)`: where the API keeps idempotency entries. */
@@ -43,8 +43,6 @@ export interface EraserOptions {
   readonly logger: Logger;
   /** ERASURE_SETTLE_MS: longer than a store round lasts; 0 in tests of one worker process. */
   readonly settleMs: number;
-  /** Receives every response document removed (for `response.erased` webhook events). */
-  readonly onErased?: OnErased;
 }
 
 async function storeCall<T>(call: () => Promise<T>): Promise<T> {
@@ -68,13 +66,29 @@ export function createEraser(options: EraserOptions): Eraser {
   const suggestions = db.collection<SuggestionDoc>(COLLECTIONS.suggestions);
   const deadLetters = db.collection<DeadLetter>(COLLECTIONS.deadLetters);
 
-  async function erased(docs: readonly ResponseDoc[]): Promise<void> {
-    if (docs.length > 0) await options.onErased?.(docs);
+  /**
+   * Removes the responses `filter` matches, a page at a time; returns how many. Each page is
+   * reported before it is deleted (`removing`: a failure there leaves it for the job's retry to
+   * find) and after (`removed`). A response replaced meanwhile by a version `filter` does not match
+   * (a write accepted after the erasure) stays.
+   */
+  async function removeResponses(filter: Filter<ResponseDoc>, erasure: ErasureRef, touched?: Set<string>): Promise<number> {
+    let count = 0;
+    for (;;) {
+      const docs = await storeCall(() => responses.find(filter).limit(SWEEP_PAGE).toArray());
+      if (docs.length === 0) return count;
+      const found = docs.map((doc) => ({ doc, erasure }));
+      await options.removing?.(found);
+      count += (await storeCall(() => responses.deleteMany({ $and: [filter, { _id: { $in: docs.map((d) => d._id) } }] }))).deletedCount;
+      for (const d of docs) touched?.add(d.feedback_record_id);
+      await options.removed?.(found);
+    }
   }
 
   /** Removes what the erasure covers that is stored now; returns the counts of this pass. */
   async function sweep({ write, seq }: ErasureItem): Promise<ErasureCounts> {
     const { user_id: userId, datasets, records: rule } = write.erasure;
+    const erasure: ErasureRef = { id: write.record_id, seq, at: new Date(write.accepted_at) };
     const inDatasets = datasets === undefined ? {} : { feedback_dataset_id: { $in: datasets } };
     const counts = { ...NO_COUNTS };
     const erasedRecords: string[] = [];
@@ -85,12 +99,10 @@ export function createEraser(options: EraserOptions): Eraser {
         const page = await storeCall(() => records.find({ creator_user_id: userId, seq: { $lt: seq }, ...inDatasets }, { projection: { _id: 1 } }).limit(SWEEP_PAGE).toArray());
         if (page.length === 0) break;
         const ids = page.map((r) => r._id);
-        const docs = await storeCall(() => responses.find({ feedback_record_id: { $in: ids } }).toArray());
-        counts.responses += (await storeCall(() => responses.deleteMany({ feedback_record_id: { $in: ids } }))).deletedCount;
+        counts.responses += await removeResponses({ feedback_record_id: { $in: ids } }, erasure);
         await storeCall(() => suggestions.deleteMany({ feedback_record_id: { $in: ids } }));
         counts.records += (await storeCall(() => records.deleteMany({ _id: { $in: ids } }))).deletedCount;
         erasedRecords.push(...ids);
-        await erased(docs);
       }
     }
 
@@ -100,16 +112,7 @@ export function createEraser(options: EraserOptions): Eraser {
     }
 
     const touched = new Set<string>();
-    for (;;) {
-      const docs = await storeCall(() => responses.find({ user_id: userId, seq: { $lt: seq }, ...inDatasets }).limit(SWEEP_PAGE).toArray());
-      if (docs.length === 0) break;
-      const removed = (await storeCall(() => responses.deleteMany({ _id: { $in: docs.map((d) => d._id) }, seq: { $lt: seq } }))).deletedCount;
-      counts.responses += removed;
-      for (const d of docs) touched.add(d.feedback_record_id);
-      await erased(docs);
-      // Nothing removed: each was replaced by a later version meanwhile, which the next find does not return either.
-      if (removed === 0) break;
-    }
+    counts.responses += await removeResponses({ user_id: userId, seq: { $lt: seq }, ...inDatasets }, erasure, touched);
 
     // Versions of the user's responses kept later than the erasure hold earlier ones in their
     // history (RESPONSE_HISTORY_MAX): those accepted before the erasure go too.

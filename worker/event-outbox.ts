@@ -2,7 +2,7 @@ import type { Db } from 'mongodb';
 import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { deliveryId, type DeliveryDoc } from '../shared/webhook-admin.js';
-import { EVENT_RANK, eventBody, eventId, type StoredEvent } from '../shared/webhook-events.js';
+import { EVENT_RANK, eventBody, eventId, type StoredEvent, type WebhookEventType } from '../shared/webhook-events.js';
 import { insertNew } from './inserts.js';
 import type { WebhookSubscriptions } from './webhook-subscriptions.js';
 
@@ -15,6 +15,8 @@ import type { WebhookSubscriptions } from './webhook-subscriptions.js';
 export interface EventOutbox {
   /** True when some endpoint is subscribed; producers skip building events otherwise. */
   active(): boolean;
+  /** True when some endpoint takes events of this type and dataset: a producer that must read to build one asks first. */
+  subscribed(type: WebhookEventType, datasetId: string): boolean;
   /**
    * Adds the events for every endpoint subscribed to them. An event already there (the same id:
    * a job run twice) is kept as it is. Throws TransientStoreError when MongoDB is unreachable, so
@@ -35,6 +37,7 @@ export function createEventOutbox(options: {
   const col = options.db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox);
   return {
     active: () => options.subscriptions.any(),
+    subscribed: (type, datasetId) => options.subscriptions.matching(type, datasetId).length > 0,
     async append(events) {
       if (events.length === 0 || !options.subscriptions.any()) return;
       const now = new Date();
@@ -51,6 +54,7 @@ export function createEventOutbox(options: {
             event_id: id,
             event_type: event.type,
             key: event.recordId,
+            subject_id: event.subjectId,
             seq: event.seq,
             rank: EVENT_RANK[event.type],
             dataset_id: event.datasetId,

@@ -16,7 +16,7 @@ import { createWriteProcessor, type JobSummary } from './processor.js';
 import { createFeedbackWriter } from './writer.js';
 import { createCompletionRules } from './completion-rules.js';
 import { createCompletionTracker, type RecordStatusChange } from './completion.js';
-import { createErasureGuard, type OnErased } from './erasure-guard.js';
+import { createErasureGuard, type ErasureHooks, type OnErased } from './erasure-guard.js';
 import { createEraser } from './erasures.js';
 import { createIdMinter } from '../shared/ids.js';
 import { appKeyPrefix } from '../shared/redis-keys.js';
@@ -70,9 +70,11 @@ interface WorkerOptions {
   /** Told of the records whose completion status the worker changed, after the change is stored (worker/completion.ts). */
   readonly onRecordStatusChanged?: (changes: readonly RecordStatusChange[]) => void | Promise<void>;
   /**
-   * Called with the response documents erasures remove, after they are removed (the sweeps of
-   * worker/erasures.ts and the store rounds of worker/erasure-guard.ts): where `response.erased`
-   * webhook events come from. A throw fails the job's attempt, which runs again.
+   * Called with the response documents erasures remove, each with the erasure that removes it,
+   * after they are removed (the sweeps of worker/erasures.ts and the store rounds of
+   * worker/erasure-guard.ts). A throw fails the job's attempt, which runs again but no longer finds
+   * what was removed: the webhooks' `response.erased` are appended before the removal instead
+   * (`ErasureHooks.removing`).
    */
   readonly onErased?: OnErased;
 }
@@ -88,27 +90,30 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
   });
   const completionRules = createCompletionRules({ db: primaryDb(mongo), refreshMs: config.datasetsRefreshMs, logger });
   await completionRules.start(config.mongodbTimeoutMs);
-  const completion = createCompletionTracker({
-    db: primaryDb(mongo),
-    rules: completionRules,
-    ...(options.onRecordStatusChanged === undefined ? {} : { onStatusChanged: options.onRecordStatusChanged }),
-  });
-  // What erasures remove: the records' completion is counted again (a submitted response erased
-  // may take a record back to pending), then the caller is told (options.onErased).
-  const onErased: { onErased: OnErased } = {
-    onErased: async (removed) => {
-      await completion.recount(new Map(removed.map((r) => [r.feedback_record_id, r.feedback_dataset_id])));
-      await options.onErased?.(removed);
-    },
-  };
   const redis = createRedis(config, 'worker', logger);
-  const eraser = createEraser({ db: primaryDb(mongo), redis, appKeyPrefix: appKeyPrefix(config), ids: createIdMinter(config.idSigningSecrets), logger, settleMs: config.erasureSettleMs, ...onErased });
   void checkEvictionPolicy(redis, logger);
   void checkPersistence(redis, logger);
   const shards = queueShards(config);
   const metrics = createWorkerMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   const webhooks = await startWebhooks(config, { db: primaryDb(mongo), redis, logger, registry: metrics.registry });
-  const writer = createFeedbackWriter({ db: primaryDb(mongo), logger, completion, historyMax: config.responseHistoryMax, erasures: createErasureGuard({ db: primaryDb(mongo), ...onErased }), events: webhooks.roundEvents });
+  const completion = createCompletionTracker({
+    db: primaryDb(mongo),
+    rules: completionRules,
+    onCompleting: webhooks.completedRecords,
+    ...(options.onRecordStatusChanged === undefined ? {} : { onStatusChanged: options.onRecordStatusChanged }),
+  });
+  // What erasures remove: announced to the webhooks before it goes; after, the records'
+  // completion is counted again (a submitted response erased may take a record back to pending),
+  // then the caller is told (options.onErased).
+  const erasureHooks: ErasureHooks = {
+    removing: webhooks.erasedResponses,
+    removed: async (removed) => {
+      await completion.recount(new Map(removed.map(({ doc }) => [doc.feedback_record_id, doc.feedback_dataset_id])));
+      await options.onErased?.(removed);
+    },
+  };
+  const eraser = createEraser({ db: primaryDb(mongo), redis, appKeyPrefix: appKeyPrefix(config), ids: createIdMinter(config.idSigningSecrets), logger, settleMs: config.erasureSettleMs, ...erasureHooks });
+  const writer = createFeedbackWriter({ db: primaryDb(mongo), logger, completion, historyMax: config.responseHistoryMax, erasures: createErasureGuard({ db: primaryDb(mongo), ...erasureHooks }), events: webhooks.roundEvents });
   // The store is shared by every shard: when it is down, every shard's queue waits.
   const pauseQueues = async (ms: number) => {
     await Promise.all(consumers.map((c) => c.queue.rateLimit(ms)));

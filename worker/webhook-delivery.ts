@@ -26,6 +26,18 @@ export function deliveryBackoffMs(attemptsMade: number, baseMs: number, maxMs: n
   return Math.round(full / 2 + (random() * full) / 2);
 }
 
+/**
+ * Whether `later`, an event of the same record delivered already and later in order, makes `doc`
+ * an older state not to send. A `response.erased` is no state of the record: between it and an
+ * event about anything else (another response, the record) neither holds the other back, so that
+ * an erasure's event, appended by its sweep whenever that runs, is never dropped and never drops
+ * another response's; against an event of its own response the order holds as for any state.
+ */
+export function supersedes(later: Pick<DeliveryDoc, 'event_type' | 'subject_id'>, doc: Pick<DeliveryDoc, 'event_type' | 'subject_id'>): boolean {
+  if (later.event_type !== 'response.erased' && doc.event_type !== 'response.erased') return true;
+  return later.subject_id !== undefined && later.subject_id === doc.subject_id;
+}
+
 export interface DeliveryProcessor {
   process(job: Job<DeliveryJobData>): Promise<DeliveryOutcome>;
   /** Every attempt failed: the delivery is `failed` and the record's later events are held. */
@@ -56,7 +68,7 @@ export function createDeliveryProcessor(options: {
       if (doc === undefined || (doc.status !== 'pending' && doc.status !== 'queued')) return 'skipped';
       const endpoint = options.subscriptions.byId(doc.endpoint_id) ?? (await endpoints.findOne({ _id: doc.endpoint_id })) ?? undefined;
       if (endpoint === undefined) return 'skipped';
-      if (found.some((d) => d._id !== id)) {
+      if (found.some((d) => d._id !== id && supersedes(d, doc))) {
         await outbox.updateOne({ _id: id }, { $set: { status: 'superseded', updated_at: new Date() } });
         options.onOutcome(doc.endpoint_id, 'superseded');
         return 'superseded';

@@ -5,6 +5,10 @@ import type { Config } from '../shared/config.js';
 import type { Logger } from '../shared/logger.js';
 import type { RedisClient } from '../shared/redis.js';
 import { webhookQueue } from '../shared/redis-keys.js';
+import type { RecordCompletion } from './completion.js';
+import { createCompletionEvents } from './completion-events.js';
+import type { OnErased } from './erasure-guard.js';
+import { createErasureEvents } from './erasure-events.js';
 import { createEventOutbox, type EventOutbox } from './event-outbox.js';
 import { createRoundEvents, type RoundEvents } from './round-events.js';
 import { createDeliveryProcessor, deliveryBackoffMs, type DeliveryOutcome } from './webhook-delivery.js';
@@ -15,7 +19,11 @@ import { createWebhookSubscriptions, type WebhookSubscriptions } from './webhook
 export interface WorkerWebhooks {
   /** For the writer: the events of each store round. */
   readonly roundEvents: RoundEvents;
-  /** For other producers of events (erasures, completion rules): the same outbox. */
+  /** For the erasures (`ErasureHooks.removing`): `response.erased` of the responses about to be removed. */
+  readonly erasedResponses: OnErased;
+  /** For the completion recount (`onCompleting`): `record.completed` of the records a round completed. */
+  readonly completedRecords: (completions: readonly RecordCompletion[]) => Promise<void>;
+  /** The outbox every event goes through. */
   readonly outbox: EventOutbox;
   readonly dispatcher: WebhookDispatcher;
   readonly subscriptions: WebhookSubscriptions;
@@ -83,6 +91,8 @@ export async function startWebhooks(config: Config, deps: { readonly db: Db; rea
 
   return {
     roundEvents: createRoundEvents({ db: deps.db, outbox }),
+    erasedResponses: createErasureEvents({ outbox }),
+    completedRecords: createCompletionEvents({ db: deps.db, outbox }),
     outbox,
     dispatcher,
     subscriptions,

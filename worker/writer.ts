@@ -19,7 +19,7 @@ import { createSuggestionRound, type SuggestionChange } from './suggestions.js';
 import { insertNew } from './inserts.js';
 import { createRecordLookup } from './record-lookup.js';
 import { applyUpdates, type UpdateOutcome } from './updates.js';
-import type { CompletionRound, CompletionTracker } from './completion.js';
+import type { CompletionRound, CompletionTracker, TouchedRecord } from './completion.js';
 import { responseUpdateWithHistory } from './response-history.js';
 import { NO_TOMBSTONES, type ErasureGuard, type Tombstone } from './erasure-guard.js';
 import type { RoundEvents } from './round-events.js';
@@ -130,12 +130,14 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       else if (outcome.kind === 'rejected' && results[i]?.kind !== 'rejected') results[i] = outcome;
     }
     if (guard !== undefined) await removeCovered(guard, items, datasets, results, coveredBefore);
-    if (completion !== undefined) await completion.finish(...touchedRecords(items, results, datasets, inserted));
     if (notes !== undefined) {
       // No event for a write an erasure removed again after the round stored it.
       const kept = (list: number[]) => list.filter((i) => results[i]?.kind !== 'erased');
       await options.events!.emit({ items, records: kept(notes.records), insertedResponses: kept(notes.insertedResponses), maybeStored: kept(notes.maybeStored) });
     }
+    // After the round's events: a record.completed appended (and sent) before the events of the
+    // responses it counts would make them look older than a delivered event of their record.
+    if (completion !== undefined) await completion.finish(...touchedRecords(items, results, datasets, inserted));
     return results.map((r, i) => {
       if (r === undefined) throw new Error(`writer left write ${i} of its round undecided`);
       // A record whose first response lost to a later version of it is stored all the same.
@@ -195,24 +197,25 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
   /**
    * For the round's completion: the records of every response of the round that reached the store
    * (stored, or stale against a later version: a job run again after a crash recounts too, so a
-   * status is never left behind by a response stored in a round that died before its recount);
+   * status is never left behind by a response stored in a round that died before its recount),
+   * each with the orders of those writes (a re-run reports the completion one of them made again);
    * and the fresh ones, inserted by this round with their first response as their only response
    * of the round (their status was set at insert, see worker/completion.ts).
    */
-  function touchedRecords(items: readonly SequencedWrite[], results: readonly (WriteResult | undefined)[], datasets: ReadonlyMap<string, string>, inserted: ReadonlySet<string>): [Map<string, string>, Set<string>] {
-    const touched = new Map<string, string>();
-    const writes = new Map<string, number>();
+  function touchedRecords(items: readonly SequencedWrite[], results: readonly (WriteResult | undefined)[], datasets: ReadonlyMap<string, string>, inserted: ReadonlySet<string>): [Map<string, TouchedRecord>, Set<string>] {
+    const touched = new Map<string, { datasetId: string; seqs: number[] }>();
     for (const [i, item] of items.entries()) {
       const datasetId = datasets.get(item.write.record_id);
       // A suggestion changes no completion status.
       if (datasetId === undefined || !carriesResponse(item) || results[i]?.kind === 'deferred') continue;
-      touched.set(item.write.record_id, datasetId);
-      writes.set(item.write.record_id, (writes.get(item.write.record_id) ?? 0) + 1);
+      const record = touched.get(item.write.record_id);
+      if (record === undefined) touched.set(item.write.record_id, { datasetId, seqs: [item.seq] });
+      else record.seqs.push(item.seq);
     }
     const fresh = new Set<string>();
     for (const [i, item] of items.entries()) {
       const id = item.write.record_id;
-      if (isRecordWrite(item) && inserted.has(id) && writes.get(id) === 1 && results[i]?.kind === 'stored') fresh.add(id);
+      if (isRecordWrite(item) && inserted.has(id) && touched.get(id)?.seqs.length === 1 && results[i]?.kind === 'stored') fresh.add(id);
     }
     return [touched, fresh];
   }
@@ -221,7 +224,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     const at = items.flatMap((item, i) => (isRecordWrite(item) && results[i] === undefined ? [{ i, item }] : []));
     const docOf = (item: (typeof at)[number]['item']) => {
       const doc = recordDoc(item.write, item.seq);
-      return completion === undefined ? doc : { ...doc, ...completion.newRecordFields(item.write.record.feedback_dataset_id, item.write.response.status) };
+      return completion === undefined ? doc : { ...doc, ...completion.newRecordFields(item.write.record.feedback_dataset_id, item.write.response.status, item.seq) };
     };
     const outcomes = await insertNew(records, at.map(({ item }) => docOf(item)));
     at.forEach(({ i, item }, k) => {

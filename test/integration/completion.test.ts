@@ -131,6 +131,8 @@ describe('record completion (worker/completion.ts) on the real store', () => {
     await w.write([responseWrite(1, 2, 4, 'submitted')]);
     expect(await statusOf(1), 'stale submitted version').to.equal('pending');
     expect(changes.map((c) => `${c.previous}->${c.status}`)).to.deep.equal(['pending->completed', 'completed->pending', 'pending->completed', 'completed->pending']);
+    // A completion carries the order of the write that made it (record.completed's order and id).
+    expect(changes.flatMap((c) => (c.status === 'completed' ? [c.seq] : []))).to.deep.equal([second[0]!.seq, responseWrite(1, 2, 4, 'submitted').seq]);
   });
 
   /**

@@ -4,7 +4,7 @@ import type { ResponseDoc } from '../../shared/documents.js';
 import type { ResponseWrite } from '../../shared/schemas.js';
 import { erasureCollection, NO_COUNTS, userHash } from '../../shared/erasures.js';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
-import { createErasureGuard, type ErasureGuard } from '../../worker/erasure-guard.js';
+import { createErasureGuard, type ErasedResponse, type ErasureGuard } from '../../worker/erasure-guard.js';
 import { ensureIndexes } from '../../worker/indexes.js';
 import { createFeedbackWriter } from '../../worker/writer.js';
 import { uniqueName } from '../helpers/env.js';
@@ -31,9 +31,23 @@ describe('erasure guard: a store round that read the tombstones just before an e
     await client.close();
   });
 
+  /** What the guard reported of a response it removes: when, with which erasure, and whether the response was still stored then. */
+  interface Report {
+    readonly moment: 'removing' | 'removed';
+    readonly responseId: string;
+    readonly erasureId: string;
+    readonly stored: boolean;
+  }
+
   /** A guard whose first read of the tombstones is followed, before the round goes on, by an erasure's tombstone. */
-  function racingGuard(user: string, seq: number, records: 'keep' | 'created', erased: ResponseDoc[]): ErasureGuard {
-    const real = createErasureGuard({ db, onErased: (docs) => void erased.push(...docs) });
+  function racingGuard(user: string, seq: number, records: 'keep' | 'created', reports: Report[]): ErasureGuard {
+    const report = (moment: Report['moment']) => async (list: readonly ErasedResponse[]) => {
+      for (const { doc, erasure } of list) {
+        const stored = (await db.collection<ResponseDoc>(COLLECTIONS.responses).countDocuments({ _id: doc._id })) === 1;
+        reports.push({ moment, responseId: doc._id, erasureId: erasure.id, stored });
+      }
+    };
+    const real = createErasureGuard({ db, removing: report('removing'), removed: report('removed') });
     let raced = false;
     return {
       async tombstones(items) {
@@ -51,15 +65,19 @@ describe('erasure guard: a store round that read the tombstones just before an e
     };
   }
 
-  it('a response version stored by that round is removed before the round returns, and reported to onErased', async () => {
+  it('a response version stored by that round is removed before the round returns, reported with its erasure before and after it goes', async () => {
     await createFeedbackWriter({ db, logger: silentLogger }).write([recordWrite(1)]);
     const v2 = version(1, 1, 2);
-    const erased: ResponseDoc[] = [];
-    const writer = createFeedbackWriter({ db, logger: silentLogger, erasures: racingGuard('ann-1', v2.seq + 1, 'keep', erased) });
+    const reports: Report[] = [];
+    const writer = createFeedbackWriter({ db, logger: silentLogger, erasures: racingGuard('ann-1', v2.seq + 1, 'keep', reports) });
     const results = await writer.write([v2]);
     expect(results.map((r) => r.kind)).to.deep.equal(['erased']);
     expect(await db.collection(COLLECTIONS.responses).countDocuments({ user_id: 'ann-1' })).to.equal(0);
-    expect(erased.map((d) => d._id)).to.deep.equal([(v2.write as ResponseWrite).response_id]);
+    const responseId = (v2.write as ResponseWrite).response_id;
+    expect(reports).to.deep.equal([
+      { moment: 'removing', responseId, erasureId: 'era_race_ann-1', stored: true },
+      { moment: 'removed', responseId, erasureId: 'era_race_ann-1', stored: false },
+    ]);
     // A later version of the same annotator, above the tombstone, is stored.
     const v3 = { ...version(1, 1, 3), seq: v2.seq + 2 };
     expect((await writer.write([v3])).map((r) => r.kind)).to.deep.equal(['stored']);
@@ -67,10 +85,11 @@ describe('erasure guard: a store round that read the tombstones just before an e
 
   it("a record its creator's erasure covers is removed with its responses", async () => {
     const rec = recordWrite(2);
-    const erased: ResponseDoc[] = [];
-    const writer = createFeedbackWriter({ db, logger: silentLogger, erasures: racingGuard('end-user', rec.seq + 1, 'created', erased) });
+    const reports: Report[] = [];
+    const writer = createFeedbackWriter({ db, logger: silentLogger, erasures: racingGuard('end-user', rec.seq + 1, 'created', reports) });
     expect((await writer.write([rec])).map((r) => r.kind)).to.deep.equal(['erased']);
     expect(await db.collection<{ _id: string }>(COLLECTIONS.records).countDocuments({ _id: rec.write.record_id })).to.equal(0);
     expect(await db.collection(COLLECTIONS.responses).countDocuments({ feedback_record_id: rec.write.record_id })).to.equal(0);
+    expect(reports.map((r) => `${r.moment} ${r.erasureId} ${r.stored}`)).to.deep.equal(['removing era_race_end-user true', 'removed era_race_end-user false']);
   });
 });

@@ -2,7 +2,8 @@ import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { isPublicAddress, sendWebhook, urlProblem } from '../../shared/webhook-sender.js';
-import { deliveryBackoffMs } from '../../worker/webhook-delivery.js';
+import type { DeliveryDoc } from '../../shared/webhook-admin.js';
+import { deliveryBackoffMs, supersedes } from '../../worker/webhook-delivery.js';
 
 describe('webhook targets (SSRF guard)', () => {
   it('refuses loopback, private, link-local, shared, reserved and multicast IPv4 addresses', () => {
@@ -69,5 +70,23 @@ describe('webhook delivery backoff', () => {
     expect([1, 2, 3, 4].map((n) => at(n, 0))).to.deep.equal([2_500, 5_000, 10_000, 20_000]);
     expect(at(11, 0.999999999)).to.equal(3_600_000);
     expect(at(500, 0)).to.equal(1_800_000);
+  });
+});
+
+describe('webhook delivery: which delivered later event supersedes an older one of the record', () => {
+  const ev = (event_type: DeliveryDoc['event_type'], subject_id?: string) => ({ event_type, ...(subject_id === undefined ? {} : { subject_id }) });
+
+  it('any later state of the record supersedes an older one, as before', () => {
+    expect(supersedes(ev('response.updated', 'rsp_b'), ev('response.created', 'rsp_a'))).to.equal(true);
+    expect(supersedes(ev('record.completed', 'rec_1'), ev('response.updated', 'rsp_a'))).to.equal(true);
+  });
+
+  it('response.erased neither supersedes nor is superseded by events of anything else, only by those of its own response', () => {
+    expect(supersedes(ev('response.erased', 'rsp_a'), ev('response.created', 'rsp_b')), 'another response is not dropped').to.equal(false);
+    expect(supersedes(ev('response.updated', 'rsp_b'), ev('response.erased', 'rsp_a')), 'an erasure is not dropped for another response').to.equal(false);
+    expect(supersedes(ev('record.completed', 'rec_1'), ev('response.erased', 'rsp_a'))).to.equal(false);
+    expect(supersedes(ev('response.created', undefined), ev('response.erased', 'rsp_a')), 'an event of an earlier release').to.equal(false);
+    expect(supersedes(ev('response.erased', 'rsp_a'), ev('response.created', 'rsp_a')), 'its own response\'s older version is not sent after it').to.equal(true);
+    expect(supersedes(ev('response.created', 'rsp_a'), ev('response.erased', 'rsp_a')), 'a later version of its response (a write after the erasure) went first').to.equal(true);
   });
 });
