@@ -220,9 +220,10 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
   async function finish(token: string, touched: ReadonlyMap<string, TouchedRecord>, fresh: ReadonlySet<string>): Promise<void> {
     const minOf = ruled(touched);
     if (minOf.size === 0) return;
-    const recount = [...minOf.keys()].filter((id) => !fresh.has(id));
+    // Sorted: concurrent recounts then lock the records they take in the same order (no deadlock, see updates.ts).
+    const recount = [...minOf.keys()].filter((id) => !fresh.has(id)).sort();
     const lost = await settle(token, minOf, touched, recount, [...minOf.keys()].filter((id) => fresh.has(id)));
-    if (lost.length > 0) await settle(newToken(), minOf, touched, lost, []);
+    if (lost.length > 0) await settle(newToken(), minOf, touched, lost.sort(), []);
   }
 
   return {
