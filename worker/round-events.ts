@@ -1,16 +1,19 @@
 import type { Db } from 'mongodb';
-import type { ResponseDoc } from '../shared/documents.js';
+import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { recordView, responseView } from '../shared/views.js';
 import type { StoredEvent } from '../shared/webhook-events.js';
-import { carriesResponse, firstResponseDoc, isRecordWrite, recordDoc, type SequencedWrite } from './documents.js';
+import { carriesResponse, firstResponseDoc, isRecordWrite, type SequencedWrite } from './documents.js';
 import type { EventOutbox } from './event-outbox.js';
 
 /** What one store round stored, by index into its writes. */
 export interface RoundStored {
   readonly items: readonly SequencedWrite[];
-  /** Record writes whose record is stored (inserted now, or by an earlier run of the job). */
-  readonly records: readonly number[];
+  /**
+   * Record writes whose record is stored (inserted now, or by an earlier run of the job), with the
+   * document the round inserted: its `status` is the one the completion rule gave it.
+   */
+  readonly records: readonly { readonly index: number; readonly doc: RecordDoc }[];
   /** Record writes whose first response this round inserted: its document is known. */
   readonly insertedResponses: readonly number[];
   /**
@@ -47,10 +50,8 @@ export function createRoundEvents(options: { readonly db: Db; readonly outbox: E
     async emit(round) {
       const { items } = round;
       const events: StoredEvent[] = [];
-      for (const i of round.records) {
-        const item = items[i]!;
-        if (!isRecordWrite(item)) continue;
-        const doc = recordDoc(item.write);
+      for (const { index, doc } of round.records) {
+        const item = items[index]!;
         events.push({ type: 'record.created', seq: item.seq, recordId: doc._id, subjectId: doc._id, datasetId: doc.feedback_dataset_id, at: doc.created_at, data: recordView(doc, undefined) });
       }
       for (const i of round.insertedResponses) {

@@ -26,7 +26,8 @@ import type { RoundEvents } from './round-events.js';
 
 /** What a round stored, for its webhook events (worker/round-events.ts); kept only while some endpoint is subscribed. */
 interface RoundNotes {
-  records: number[];
+  /** Record writes whose record is stored, with the document the round inserted (its completion status included). */
+  records: { index: number; doc: RecordDoc }[];
   insertedResponses: number[];
   maybeStored: number[];
 }
@@ -133,7 +134,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     if (notes !== undefined) {
       // No event for a write an erasure removed again after the round stored it.
       const kept = (list: number[]) => list.filter((i) => results[i]?.kind !== 'erased');
-      await options.events!.emit({ items, records: kept(notes.records), insertedResponses: kept(notes.insertedResponses), maybeStored: kept(notes.maybeStored) });
+      await options.events!.emit({ items, records: notes.records.filter((r) => results[r.index]?.kind !== 'erased'), insertedResponses: kept(notes.insertedResponses), maybeStored: kept(notes.maybeStored) });
     }
     // After the round's events: a record.completed appended (and sent) before the events of the
     // responses it counts would make them look older than a delivered event of their record.
@@ -226,13 +227,14 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       const doc = recordDoc(item.write, item.seq);
       return completion === undefined ? doc : { ...doc, ...completion.newRecordFields(item.write.record.feedback_dataset_id, item.write.response.status, item.seq) };
     };
-    const outcomes = await insertNew(records, at.map(({ item }) => docOf(item)));
+    const docs = at.map(({ item }) => docOf(item));
+    const outcomes = await insertNew(records, docs);
     at.forEach(({ i, item }, k) => {
       const outcome = outcomes[k]!;
       if (outcome.kind === 'rejected') results[i] = outcome;
       else {
         lookup.remember(item.write.record_id, item.write.record.feedback_dataset_id);
-        notes?.records.push(i);
+        notes?.records.push({ index: i, doc: docs[k]! });
       }
       if (outcome.kind === 'inserted') inserted.add(item.write.record_id);
     });

@@ -556,6 +556,9 @@ describe('webhooks: record.completed', function () {
       expect(first.data).to.deep.equal(view);
       expect(view.status).to.equal('completed');
       expect((first.data['responses'] as { user_id: string }[]).map((r) => r.user_id)).to.deep.equal(['ann-a', 'ann-b']);
+      // record.created says what the record was when stored: pending under the rule (its first response alone), as GET said then.
+      const createdEvent = deduped(receiver).find((e) => e.type === 'record.created' && e.data['feedback_record_id'] === recordId);
+      expect(createdEvent?.data['status']).to.equal('pending');
       const order = (events: Event[], pick: (e: Event) => boolean) => events.findIndex(pick);
       let events = deduped(receiver);
       expect(order(events, (e) => e.id === first.id)).to.be.greaterThan(order(events, (e) => e.type === 'response.created' && e.data['user_id'] === 'ann-b'));
