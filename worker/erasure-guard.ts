@@ -62,6 +62,8 @@ export interface ErasureHooks {
   readonly removing?: OnErased;
   /** After they are deleted (the records' completion recount, `startWorker`'s `onErased`). */
   readonly removed?: OnErased;
+  /** Before records an erasure removes are deleted, awaited like `removing` (the outbox's events that carry their fields). */
+  readonly removingRecords?: (recordIds: readonly string[]) => Promise<void>;
 }
 
 export interface ErasureGuard {
@@ -173,6 +175,7 @@ export function createErasureGuard(options: { readonly db: Db } & ErasureHooks):
       }
       if (recordIds.length > 0) {
         // An erased record's suggestions go with it (they describe the user's words).
+        await options.removingRecords?.(recordIds);
         await storeCall(() => suggestions.deleteMany({ feedback_record_id: { $in: recordIds } }));
         await storeCall(() => records.deleteMany({ _id: { $in: recordIds } }));
       }

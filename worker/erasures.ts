@@ -100,6 +100,7 @@ export function createEraser(options: EraserOptions): Eraser {
         if (page.length === 0) break;
         const ids = page.map((r) => r._id);
         counts.responses += await removeResponses({ feedback_record_id: { $in: ids } }, erasure);
+        await options.removingRecords?.(ids);
         await storeCall(() => suggestions.deleteMany({ feedback_record_id: { $in: ids } }));
         counts.records += (await storeCall(() => records.deleteMany({ _id: { $in: ids } }))).deletedCount;
         erasedRecords.push(...ids);
@@ -123,6 +124,7 @@ export function createEraser(options: EraserOptions): Eraser {
       const answered = new Set(await storeCall(() => responses.distinct('feedback_record_id', { feedback_record_id: { $in: ids } })));
       const orphans = ids.filter((id) => !answered.has(id));
       if (orphans.length > 0) {
+        await options.removingRecords?.(orphans);
         await storeCall(() => suggestions.deleteMany({ feedback_record_id: { $in: orphans } }));
         counts.records += (await storeCall(() => records.deleteMany({ _id: { $in: orphans } }))).deletedCount;
         erasedRecords.push(...orphans);

@@ -18,6 +18,7 @@ import { createCompletionRules } from './completion-rules.js';
 import { createCompletionTracker, type RecordStatusChange } from './completion.js';
 import { createErasureGuard, type ErasureHooks, type OnErased } from './erasure-guard.js';
 import { createEraser } from './erasures.js';
+import { createOutboxEraser } from './erasure-outbox.js';
 import { createIdMinter } from '../shared/ids.js';
 import { appKeyPrefix } from '../shared/redis-keys.js';
 import { startWebhooks, type WorkerWebhooks } from './webhooks.js';
@@ -105,8 +106,14 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
   // What erasures remove: announced to the webhooks before it goes; after, the records'
   // completion is counted again (a submitted response erased may take a record back to pending),
   // then the caller is told (options.onErased).
+  // The outbox's events that carry the erased data go before the data does (worker/erasure-outbox.ts).
+  const outboxEraser = createOutboxEraser(primaryDb(mongo));
   const erasureHooks: ErasureHooks = {
-    removing: webhooks.erasedResponses,
+    removing: async (removing) => {
+      await webhooks.erasedResponses(removing);
+      await outboxEraser.responses(removing);
+    },
+    removingRecords: (recordIds) => outboxEraser.records(recordIds),
     removed: async (removed) => {
       await completion.recount(new Map(removed.map(({ doc }) => [doc.feedback_record_id, doc.feedback_dataset_id])));
       await options.onErased?.(removed);
