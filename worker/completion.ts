@@ -3,7 +3,7 @@ import type { AnyBulkWriteOperation, Db } from 'mongodb';
 import type { RecordDoc, RecordStatus, ResponseDoc } from '../shared/documents.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import type { CompletionRules } from './completion-rules.js';
-import { isTransientMongoError, TransientStoreError } from './errors.js';
+import { storeCall } from './errors.js';
 
 /** A record whose status the worker changed. */
 export type RecordStatusChange = {
@@ -80,13 +80,6 @@ export interface CompletionTrackerOptions {
    * throw fails the round before the status is written, and its job runs again.
    */
   readonly onCompleting?: (completions: readonly RecordCompletion[]) => Promise<void>;
-}
-
-function storeCall<T>(call: () => Promise<T>): Promise<T> {
-  return call().catch((err: unknown) => {
-    if (isTransientMongoError(err)) throw new TransientStoreError(err);
-    throw err;
-  });
 }
 
 /**

@@ -3,7 +3,7 @@ import { erasureCollection, userHash, type ErasureDoc } from '../shared/erasures
 import type { RecordDoc, ResponseDoc, SuggestionDoc } from '../shared/documents.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { carriesResponse, isRecordWrite, type SequencedWrite } from './documents.js';
-import { isTransientMongoError, TransientStoreError } from './errors.js';
+import { storeCall } from './errors.js';
 
 /*
  * The store round's side of erasure (docs/erasure.md): a write of a user with a tombstone of a
@@ -81,15 +81,6 @@ export interface ErasureGuard {
 /** The annotator of a write's response; a suggestion (a model's, by an agent) has none. */
 function userOf(item: SequencedWrite): string | undefined {
   return carriesResponse(item) ? item.write.response.user_id : undefined;
-}
-
-async function storeCall<T>(call: () => Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (err) {
-    if (isTransientMongoError(err)) throw new TransientStoreError(err);
-    throw err;
-  }
 }
 
 /**

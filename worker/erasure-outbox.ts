@@ -3,7 +3,7 @@ import { COLLECTIONS } from '../shared/mongo.js';
 import type { DeliveryDoc } from '../shared/webhook-admin.js';
 import type { WebhookEventType } from '../shared/webhook-events.js';
 import type { ErasedResponse } from './erasure-guard.js';
-import { isTransientMongoError, TransientStoreError } from './errors.js';
+import { storeCall } from './errors.js';
 
 /*
  * An erasure's part of the webhook outbox (docs/erasure.md): the events whose body carries what
@@ -24,15 +24,6 @@ export interface OutboxEraser {
   responses(removed: readonly ErasedResponse[]): Promise<void>;
   /** Deletes the events that carry these records' fields. */
   records(recordIds: readonly string[]): Promise<void>;
-}
-
-async function storeCall<T>(call: () => Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (err) {
-    if (isTransientMongoError(err)) throw new TransientStoreError(err);
-    throw err;
-  }
 }
 
 export function createOutboxEraser(db: Db): OutboxEraser {

@@ -11,7 +11,7 @@ import type { RedisClient } from '../shared/redis.js';
 import type { ErasureWrite } from '../shared/schemas.js';
 import type { Sequenced } from './documents.js';
 import type { ErasureHooks, ErasureRef } from './erasure-guard.js';
-import { isTransientMongoError, TransientStoreError } from './errors.js';
+import { storeCall } from './errors.js';
 
 /*
  * The worker's side of one erasure (docs/erasure.md). `begin` stores the tombstone (from then on
@@ -43,15 +43,6 @@ export interface EraserOptions extends ErasureHooks {
   readonly logger: Logger;
   /** ERASURE_SETTLE_MS: longer than a store round lasts; 0 in tests of one worker process. */
   readonly settleMs: number;
-}
-
-async function storeCall<T>(call: () => Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (err) {
-    if (isTransientMongoError(err)) throw new TransientStoreError(err);
-    throw err;
-  }
 }
 
 function escapeRegex(s: string): string {

@@ -77,6 +77,16 @@ export function isTransientMongoError(err: unknown): boolean {
   return false;
 }
 
+/** Runs a store call; an outage becomes {@link TransientStoreError} (the job waits and runs again), anything else is rethrown as is. */
+export async function storeCall<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    if (isTransientMongoError(err)) throw new TransientStoreError(err);
+    throw err;
+  }
+}
+
 export function isDuplicateKey(err: unknown): boolean {
   return err instanceof MongoError && err.code === 11000;
 }
