@@ -4,7 +4,7 @@ import { StoredApiKey, type ApiKeyDoc } from '../shared/api-keys.js';
 import { sha256 } from '../shared/digest.js';
 import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
-import type { AuthenticatedKey, KeyVerifier } from './key-verifier.js';
+import { createVerifiedTokens, type AuthenticatedKey, type KeyVerifier } from './key-verifier.js';
 import { createPeriodicReload, type PeriodicReload } from './periodic-reload.js';
 
 interface KeyStoreOptions {
@@ -26,6 +26,8 @@ export function createKeyStore(options: KeyStoreOptions): KeyStore {
   const { db, refreshMs, logger } = options;
   const col = db.collection<ApiKeyDoc>(COLLECTIONS.apiKeys);
   let keys = new Map<string, AuthenticatedKey>();
+  // Forgotten at every load, so that a revoked key stops within one refresh, as before.
+  const verified = createVerifiedTokens();
 
   // `timeoutMs` bounds the whole load, server selection included (the driver's `timeoutMS`). A
   // failed load keeps the last loaded set: revocations made during the outage wait for MongoDB,
@@ -50,13 +52,18 @@ export function createKeyStore(options: KeyStoreOptions): KeyStore {
       }));
     }
     keys = next;
+    verified.clear();
     return next.size;
   }
 
   const reload = createPeriodicReload({ load, refreshMs, logger, what: 'stored API keys', held: () => keys.size });
   return {
     verify(token) {
-      return keys.get(sha256(token).toString('hex'));
+      const known = verified.get(token);
+      if (known !== undefined) return known;
+      const key = keys.get(sha256(token).toString('hex'));
+      if (key !== undefined) verified.remember(token, key);
+      return key;
     },
     ...reload,
   };

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { createHash } from 'node:crypto';
-import { chainKeyVerifiers, createKeyVerifier, type KeyVerifier } from '../../api/key-verifier.js';
+import { chainKeyVerifiers, createKeyVerifier, createVerifiedTokens, type KeyVerifier } from '../../api/key-verifier.js';
 import { mayReadDataset, mayWriteDataset } from '../../api/scopes.js';
 import { loadConfig } from '../../shared/config.js';
 
@@ -33,6 +33,24 @@ describe('createKeyVerifier (api/middleware/auth.ts)', () => {
       expect(verifier.verify(token)).to.equal(undefined);
     });
   }
+
+  it('a token verified once is found again (from the verified tokens), the same key; a near miss of it still is not', () => {
+    const v = createKeyVerifier(keys);
+    const first = v.verify('bot-secret-0001');
+    expect(v.verify('bot-secret-0001')).to.equal(first);
+    expect(v.verify('bot-secret-0002')).to.equal(undefined);
+  });
+
+  it('the verified tokens are bounded (full, they are forgotten whole) and forgotten on clear()', () => {
+    const key = { name: 'k', datasets: null, admin: false, read: false };
+    const tokens = createVerifiedTokens(2);
+    tokens.remember('a', key);
+    tokens.remember('b', key);
+    tokens.remember('c', key);
+    expect([tokens.get('a'), tokens.get('b'), tokens.get('c')]).to.deep.equal([undefined, undefined, key]);
+    tokens.clear();
+    expect(tokens.get('c')).to.equal(undefined);
+  });
 
   it('finds nothing when no key is configured', () => {
     expect(createKeyVerifier([]).verify('bot-secret-0001')).to.equal(undefined);
