@@ -22,11 +22,15 @@ export function sqlStateCode(sqlState: string): number {
 /**
  * PostgreSQL's "not now" errors as such a store reports them: two updates of one command that
  * lock documents in opposite orders (40P01 deadlock_detected, one of them is aborted), 40001
- * serialization_failure, 55P03 lock_not_available. MongoDB's own for the same situation is 112
- * WriteConflict, above. Repeating the aborted update is what the server asks for; taken for a
- * refusal, the writer would dead-letter the newest version and store an older one in its place.
+ * serialization_failure, 55P03 lock_not_available; a statement cancelled (57014 query_canceled,
+ * a statement timeout) or a server shutting down or starting (57P01-57P03); a server short of
+ * resources (53000 insufficient_resources, 53100 disk_full, 53200 out_of_memory, 53300
+ * too_many_connections). MongoDB's own for a write conflict is 112 WriteConflict, above.
+ * Repeating the operation later is what these ask for; taken for a refusal, the writer would
+ * dead-letter the newest version and store an older one in its place. A refusal of the data
+ * itself (class 22 data exception, 23 integrity, 54 limits, DocumentDB's own M0 codes) stays one.
  */
-export const STORE_TRANSIENT_SQLSTATES = ['40P01', '40001', '55P03'] as const;
+export const STORE_TRANSIENT_SQLSTATES = ['40P01', '40001', '55P03', '57014', '57P01', '57P02', '57P03', '53000', '53100', '53200', '53300'] as const;
 
 /**
  * Server codes that mean "not now" rather than "never". Replica-set elections and step-downs:

@@ -24,9 +24,11 @@ describe('store error classification (worker/errors.ts)', () => {
   it("a PostgreSQL deadlock, serialization failure or lock timeout as FerretDB v2 / DocumentDB report them (the SQLSTATE packed as a number) is transient", () => {
     // 16908292 is what the stand-in answered for "deadlock detected" (bench: two unordered bulks locking documents in opposite orders).
     expect(sqlStateCode('40P01')).to.equal(16908292);
-    for (const state of ['40P01', '40001', '55P03']) expect(isTransientMongoError(serverError(sqlStateCode(state))), state).to.equal(true);
-    // Other PostgreSQL errors are refusals: unique_violation, and 54000 program_limit_exceeded.
-    for (const state of ['23505', '54000']) expect(isTransientMongoError(serverError(sqlStateCode(state))), state).to.equal(false);
+    for (const state of ['40P01', '40001', '55P03', '57014', '57P01', '53100', '53300']) expect(isTransientMongoError(serverError(sqlStateCode(state))), state).to.equal(true);
+    // Refusals of the data stay refusals: unique_violation, 54000 program_limit_exceeded, 22P02 invalid text,
+    // and DocumentDB's own code for a document over the limit (M003A, seen as 285999133).
+    for (const state of ['23505', '54000', '22P02', 'M003A']) expect(isTransientMongoError(serverError(sqlStateCode(state))), state).to.equal(false);
+    expect(sqlStateCode('M003A')).to.equal(285999133);
   });
 
   it('a replica-set election or step-down is transient, by code', () => {
