@@ -6,6 +6,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { COLLECTIONS } from '../../shared/mongo.js';
 import { startTextbookWorker, type TextbookJob } from '../peers/textbook-worker.js';
+import { startDrainClock } from '../lib/drain-clock.js';
 import type { Burst } from '../lib/drain-writes.js';
 import type { Monitor } from '../lib/store-monitor.js';
 
@@ -40,9 +41,7 @@ export async function textbookDrain(spec: { redisUrl: string; mon: Monitor; dbNa
   let failedAttempts = 0;
   let done!: () => void;
   const allDone = new Promise<void>((res) => (done = res));
-  mon.take();
-  const cpu0 = process.cpuUsage();
-  const started = process.hrtime.bigint();
+  const clock = startDrainClock(mon);
   const worker = startTextbookWorker({ queueName, connection, db, collections: { records: COLLECTIONS.records, responses: COLLECTIONS.responses } });
   worker.on('completed', () => {
     if (++completed === jobs.length) done();
@@ -52,9 +51,7 @@ export async function textbookDrain(spec: { redisUrl: string; mon: Monitor; dbNa
     if (++completed === jobs.length) done();
   });
   await allDone;
-  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  const cpu = process.cpuUsage(cpu0);
-  const commands = mon.take();
+  const { seconds, cpuUsPerWrite, commands } = clock.stop(burst.writes.length);
   await worker.close();
   await queue.obliterate({ force: true });
   await queue.close();
@@ -64,5 +61,5 @@ export async function textbookDrain(spec: { redisUrl: string; mon: Monitor; dbNa
   const byId = new Map(stored.map((d) => [d._id, JSON.stringify(d.values)]));
   let wrong = 0;
   for (const [id, values] of lastValues) if (byId.get(id) !== JSON.stringify(values)) wrong++;
-  return { seconds, rate: burst.writes.length / seconds, cpuUsPerWrite: (cpu.user + cpu.system) / burst.writes.length, commands, failedAttempts, verified: `records ${records}, responses ${stored.length}; ${wrong}/${lastValues.size} responses hold a version older than the last accepted (no ordering)` };
+  return { seconds, rate: burst.writes.length / seconds, cpuUsPerWrite, commands, failedAttempts, verified: `records ${records}, responses ${stored.length}; ${wrong}/${lastValues.size} responses hold a version older than the last accepted (no ordering)` };
 }

@@ -13,6 +13,7 @@ import type { JobSummary } from '../../worker/processor.js';
 import { startWorker } from '../../worker/runtime.js';
 import { newWebhookSecret, type WebhookEndpointDoc } from '../../shared/webhook-admin.js';
 import { WEBHOOK_EVENT_TYPES } from '../../shared/webhook-events.js';
+import { startDrainClock } from '../lib/drain-clock.js';
 import type { Burst, Seed } from '../lib/drain-writes.js';
 import { progress } from '../lib/runner.js';
 import type { Monitor } from '../lib/store-monitor.js';
@@ -65,9 +66,7 @@ export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon
   let failedAttempts = 0;
   let done!: () => void;
   const allDone = new Promise<void>((res) => (done = res));
-  mon.take();
-  const cpu0 = process.cpuUsage();
-  const started = process.hrtime.bigint();
+  const clock = startDrainClock(mon);
   const runtime = await startWorker(config, logger, { mongo: { client: mon.client, db, close: async () => undefined }, defaultMetrics: false });
   const worker = runtime.worker;
   worker.on('completed', (_job, r: JobSummary) => {
@@ -83,9 +82,7 @@ export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon
     progress(`job ${job?.id ?? '?'} attempt failed: ${err.message}`);
   });
   await allDone;
-  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  const cpu = process.cpuUsage(cpu0);
-  const commands = mon.take();
+  const { seconds, cpuUsPerWrite, commands } = clock.stop(burst.writes.length);
   const storeSeconds = mon.lastSeconds();
   const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'failed');
   await runtime.close();
@@ -93,7 +90,7 @@ export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon
   await producer.quit();
   const verified = await verifyStored(db, spec.seed, burst);
   const left = Object.values(counts).reduce((a, b) => a + b, 0);
-  return { seconds, rate: burst.writes.length / seconds, cpuUsPerWrite: (cpu.user + cpu.system) / burst.writes.length, commands, storeSeconds, summary, failedAttempts, verified: left === 0 ? verified : `${verified}; queue still holds ${JSON.stringify(counts)}` };
+  return { seconds, rate: burst.writes.length / seconds, cpuUsPerWrite, commands, storeSeconds, summary, failedAttempts, verified: left === 0 ? verified : `${verified}; queue still holds ${JSON.stringify(counts)}` };
 }
 
 /** Counts in the store, and every response touched holds the expected final seq. */
