@@ -4,7 +4,7 @@ import type { Logger } from '../shared/logger.js';
 import { encodeJob, type JobCompression } from '../shared/job-payload.js';
 import type { OrderClock } from '../shared/order-clock.js';
 import { withTimeout } from '../shared/process.js';
-import type { Write } from '../shared/schemas.js';
+import type { Write } from '../shared/writes.js';
 import { WRITE_JOB_NAME, type ShardQueue, type WriteQueues } from '../shared/queue.js';
 import type { ApiMetrics } from './metrics.js';
 import type { ShardHealth } from './shard-health.js';

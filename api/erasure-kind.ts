@@ -1,6 +1,7 @@
 import { AppError } from '../shared/errors.js';
 import { ErasureAccepted, newErasureId } from '../shared/erasures.js';
-import { ErasureBody, type Write } from '../shared/schemas.js';
+import { ErasureBody } from '../shared/schemas.js';
+import { type Write } from '../shared/writes.js';
 import type { WriteKind } from './write-kinds.js';
 
 /*

@@ -4,7 +4,8 @@ import { DeadLetter, DeadLetterReason } from './dead-letters.js';
 import { encodeJob, type JobCompression } from './job-payload.js';
 import { COLLECTIONS } from './mongo.js';
 import { WRITE_JOB_NAME, type WriteQueues } from './queue.js';
-import { queryLimit, Write } from './schemas.js';
+import { queryLimit } from './schemas.js';
+import { Write } from './writes.js';
 import { decodeCursorText, encodeCursorText } from './cursor-text.js';
 
 /** Most dead letters one list call returns; the default is {@link DEFAULT_LIST_LIMIT}. */

@@ -1,7 +1,7 @@
 import { promisify } from 'node:util';
 import { deflateRaw, deflateRawSync, inflateRawSync, constants } from 'node:zlib';
 import * as v from 'valibot';
-import type { Write } from './schemas.js';
+import type { Write } from './writes.js';
 
 /** Version of the job payload; the worker refuses other versions (dead-letters them). */
 export const JOB_PAYLOAD_VERSION = 1;

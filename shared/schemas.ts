@@ -64,7 +64,7 @@ const issueAt = (path: PathItem[]) => (path.length > 0 ? { path: path as [PathIt
  * request body (the body is level 1). Walks iteratively: a hostile body cannot overflow the stack.
  * Every key of every body passes through here, so a path is put together only for a problem.
  */
-function jsonObject(level: number) {
+export function jsonObject(level: number) {
   return v.pipe(
     v.custom<Record<string, unknown>>(isPlainObject, 'must be an object'),
     v.rawCheck<Record<string, unknown>>(({ dataset, addIssue }) => {
@@ -161,7 +161,7 @@ const valuesFilledUnlessDiscarded = v.forward(
 
 type ValuesCheck<T> = v.BaseValidation<T, T, v.PartialCheckIssue<ResponseFields>>;
 /** `schema` (a response: `status`, `values`, …) with {@link valuesFilledUnlessDiscarded} after it. */
-function withValuesFilledUnlessDiscarded<const TSchema extends v.GenericSchema<unknown, ResponseFields>>(schema: TSchema): v.SchemaWithPipe<readonly [TSchema, ValuesCheck<v.InferOutput<TSchema>>]> {
+export function withValuesFilledUnlessDiscarded<const TSchema extends v.GenericSchema<unknown, ResponseFields>>(schema: TSchema): v.SchemaWithPipe<readonly [TSchema, ValuesCheck<v.InferOutput<TSchema>>]> {
   // The check reads only `status` and `values`; the cast lets it follow any schema that has them.
   return v.pipe<TSchema, ValuesCheck<v.InferOutput<TSchema>>>(schema, valuesFilledUnlessDiscarded as unknown as ValuesCheck<v.InferOutput<TSchema>>);
 }
@@ -232,17 +232,17 @@ export const optionText = (max: number) =>
     v.check((s) => !CONTROL_CHARACTER.test(s), 'must not contain control characters (U+0000-U+001F, U+007F-U+009F)'),
   );
 /** A question name (a `values` key): the key-name rules of every stored key. */
-function questionNameSchema() {
+export function questionNameSchema() {
   return v.pipe(
     v.string('must be a string'),
     v.check((key: string) => keyNameProblem(key) === undefined, 'must be a valid key name (1-200 characters, not starting with $, no . or NUL, not __proto__, constructor or prototype)'),
   );
 }
-const UserId = requiredString(256);
-const RecordId = requiredString(200);
+export const UserId = requiredString(256);
+export const RecordId = requiredString(200);
 const ExternalId = requiredString(1024);
 
-const RecordInput = closedObject({
+export const RecordInput = closedObject({
   feedback_dataset_id: DatasetId,
   field_to_value: v.pipe(jsonObject(3), nonEmptyObject),
   external_id: v.exactOptional(ExternalId),
@@ -275,7 +275,7 @@ export const RECORD_MAX_SUGGESTIONS = 100;
  * Any JSON value but null, whose objects follow the key-name rules of {@link jsonObject} (a
  * suggestion's `value`, one level below `level`). Missing is "is required".
  */
-function jsonValue(level: number) {
+export function jsonValue(level: number) {
   const wrapped = jsonObject(level - 1);
   return v.pipe(
     v.unknown(),
@@ -287,7 +287,7 @@ function jsonValue(level: number) {
 }
 
 /** An agent that suggests (a model, a rule): a name without control characters. */
-const AgentName = v.pipe(
+export const AgentName = v.pipe(
   requiredString(256),
   v.check((s) => !CONTROL_CHARACTER.test(s), 'must not contain control characters (U+0000-U+001F, U+007F-U+009F)'),
 );
@@ -391,56 +391,6 @@ export function feedbackBatchBody(maxItems: number, item: v.GenericSchema = v.un
   }, 'must be a JSON object');
 }
 
-/** The response part of a queued write: defaults resolved, annotator named. */
-const StoredResponse = withValuesFilledUnlessDiscarded(v.strictObject({ status: ResponseStatus, values: jsonObject(3), user_id: UserId }));
-type StoredResponse = v.InferOutput<typeof StoredResponse>;
-
-const writeBase = {
-  /** The API's request id, carried into the worker's logs. */
-  request_id: v.pipe(v.string(), v.maxLength(200)),
-  /** When the API accepted the write, ms since the epoch. */
-  accepted_at: v.pipe(v.number(), v.integer(), v.minValue(0)),
-  /** Name of the API key that wrote it. */
-  api_key: v.pipe(v.string(), v.minLength(1), v.maxLength(64)),
-  record_id: RecordId,
-  /**
-   * Acceptance order: set by the API on every write (shared/order-clock.ts), kept when a dead
-   * letter is re-queued so that the write keeps its place. The worker stores a response version
-   * only over an older `seq`. Absent only in jobs of releases before it, whose order the worker
-   * derives from the job id Redis assigned.
-   */
-  seq: v.exactOptional(v.pipe(v.number(), v.safeInteger(), v.minValue(0))),
-};
-
-const writeCommon = { ...writeBase, response_id: v.pipe(v.string(), v.minLength(1), v.maxLength(200)) };
-
-/** A suggestion as queued: its id minted from (record, question, agent), the agent named. */
-const StoredSuggestion = v.strictObject({
-  suggestion_id: v.pipe(v.string(), v.minLength(1), v.maxLength(200)),
-  question: questionNameSchema(),
-  value: jsonValue(5),
-  score: v.exactOptional(v.pipe(v.number(), v.minValue(0), v.maxValue(1))),
-  agent: AgentName,
-});
-export type StoredSuggestion = v.InferOutput<typeof StoredSuggestion>;
-
-export const RecordWrite = v.strictObject({
-  kind: v.literal('record'),
-  ...writeCommon,
-  record: RecordInput,
-  response: StoredResponse,
-  /** Stored with the record's acceptance order, as suggestion writes of their own would be. */
-  suggestions: v.exactOptional(v.pipe(v.array(StoredSuggestion), v.maxLength(RECORD_MAX_SUGGESTIONS))),
-});
-export type RecordWrite = v.InferOutput<typeof RecordWrite>;
-
-const ResponseWrite = v.strictObject({ kind: v.literal('response'), ...writeCommon, response: StoredResponse });
-export type ResponseWrite = v.InferOutput<typeof ResponseWrite>;
-
-/** A model's suggestion for one question of a stored (or queued) record. */
-const SuggestionWrite = v.strictObject({ kind: v.literal('suggestion'), ...writeBase, suggestion: StoredSuggestion });
-export type SuggestionWrite = v.InferOutput<typeof SuggestionWrite>;
-
 /**
  * What happens to records when their creator's feedback is erased (docs/erasure.md): `keep` them,
  * erase the records the user `created` (their first response was the user's: a chatbot end user's
@@ -469,26 +419,3 @@ export const ErasureBody = closedObject(
   'must be a JSON object',
 );
 export type ErasureBody = v.InferOutput<typeof ErasureBody>;
-
-/**
- * An erasure as queued: ordered with the writes by its `seq` like any write. `record_id` and
- * `response_id` are the erasure id (it shards and dead-letters like a write).
- */
-const ErasureWrite = v.strictObject({
-  kind: v.literal('erasure'),
-  ...writeCommon,
-  erasure: v.strictObject({ user_id: UserId, datasets: v.exactOptional(v.array(DatasetId)), records: ErasureRecords }),
-});
-export type ErasureWrite = v.InferOutput<typeof ErasureWrite>;
-
-/** One write carried by a job: a record with its first response, a response to a record, a suggestion, or an erasure. */
-export const Write = v.variant('kind', [RecordWrite, ResponseWrite, SuggestionWrite, ErasureWrite]);
-export type Write = v.InferOutput<typeof Write>;
-
-/** A write that stores feedback (what the worker's store round takes); an erasure is the other kind. */
-export type DataWrite = RecordWrite | ResponseWrite | SuggestionWrite;
-
-/** The id of the document a write stores or updates besides its record: its response, or its suggestion (an erasure's: its id). */
-export function writeTargetId(w: Write): string {
-  return w.kind === 'suggestion' ? w.suggestion.suggestion_id : w.response_id;
-}

@@ -1,6 +1,6 @@
 import type { Document, Filter, UpdateFilter } from 'mongodb';
 import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
-import type { DataWrite, RecordWrite, ResponseWrite, SuggestionWrite, Write } from '../shared/schemas.js';
+import type { DataWrite, RecordWrite, ResponseWrite, SuggestionWrite, Write } from '../shared/writes.js';
 
 /** A validated write of any kind with its place in the acceptance order. */
 export interface Sequenced<W extends Write> {

@@ -8,7 +8,7 @@ import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { sleep } from '../shared/process.js';
 import type { RedisClient } from '../shared/redis.js';
-import type { ErasureWrite } from '../shared/schemas.js';
+import type { ErasureWrite } from '../shared/writes.js';
 import type { Sequenced } from './documents.js';
 import type { ErasureHooks, ErasureRef } from './erasure-guard.js';
 import { storeCall } from './errors.js';

@@ -4,7 +4,7 @@ import { DeadLetterReason, type DeadLetterStore } from '../shared/dead-letters.j
 import type { Logger } from '../shared/logger.js';
 import { isWriteJob, legacyAcceptanceSeq, WRITE_JOB_NAME, type WriteJob as AnyWriteJob } from '../shared/queue.js';
 import { decodeJob } from '../shared/job-payload.js';
-import { Write, writeTargetId } from '../shared/schemas.js';
+import { Write, writeTargetId } from '../shared/writes.js';
 import { MongoError } from 'mongodb';
 import type { Sequenced, SequencedWrite } from './documents.js';
 import type { Eraser, ErasureItem } from './erasures.js';

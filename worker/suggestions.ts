@@ -1,6 +1,6 @@
 import type { Collection } from 'mongodb';
 import type { SuggestionDoc } from '../shared/documents.js';
-import type { StoredSuggestion } from '../shared/schemas.js';
+import type { StoredSuggestion } from '../shared/writes.js';
 import { isRecordWrite, isSuggestionWrite, type ConditionalUpdate, type SequencedWrite } from './documents.js';
 import { applyUpdates } from './updates.js';
 

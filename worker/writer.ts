@@ -14,7 +14,7 @@ import {
   type SequencedWrite,
 } from './documents.js';
 import type { RecordDoc, ResponseDoc, SuggestionDoc } from '../shared/documents.js';
-import { writeTargetId } from '../shared/schemas.js';
+import { writeTargetId } from '../shared/writes.js';
 import { createSuggestionRound, type SuggestionChange } from './suggestions.js';
 import { insertNew } from './inserts.js';
 import { createRecordLookup } from './record-lookup.js';

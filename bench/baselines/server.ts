@@ -24,7 +24,7 @@ import type * as ErrorsModule from '../../shared/errors.js';
 import type * as IdsModule from '../../shared/ids.js';
 import type * as LoggerModule from '../../shared/logger.js';
 import type * as MongoModule from '../../shared/mongo.js';
-import type * as SchemasModule from '../../shared/schemas.js';
+import type * as WritesModule from '../../shared/writes.js';
 import type * as IndexesModule from '../../worker/indexes.js';
 import type * as DocumentsModule from '../../worker/documents.js';
 
@@ -46,7 +46,7 @@ const [{ createApp }, { createApiMetrics }, { createKeyVerifier }, { loadConfig 
   ]);
 
 type Enqueuer = EnqueuerModule.Enqueuer;
-type Write = SchemasModule.DataWrite;
+type Write = WritesModule.DataWrite;
 
 const design = process.env['BENCH_DESIGN'] ?? '';
 const config = loadConfig(process.env);

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Db } from 'mongodb';
 import { COLLECTIONS } from '../../shared/mongo.js';
-import type { RecordWrite } from '../../shared/schemas.js';
+import type { RecordWrite } from '../../shared/writes.js';
 import type { RecordDoc, ResponseDoc } from '../../shared/documents.js';
 import { firstResponseDoc, recordDoc } from '../../worker/documents.js';
 

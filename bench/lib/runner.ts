@@ -5,7 +5,7 @@ import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { MongoClient, type Db } from 'mongodb';
 import { mongoClientOptions } from '../../shared/mongo.js';
-import type { RecordWrite } from '../../shared/schemas.js';
+import type { RecordWrite } from '../../shared/writes.js';
 import { ensureIndexes } from '../../worker/indexes.js';
 import { buildMix, runLoad, type LoadResult, type LoadRun, type Mix } from './load.js';
 import type { Options } from './options.js';

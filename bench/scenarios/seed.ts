@@ -2,7 +2,7 @@
 // /feedback-response), and starting over on a fresh store when a backlog could not be stored.
 import { randomBytes } from 'node:crypto';
 import { COLLECTIONS } from '../../shared/mongo.js';
-import type { RecordWrite } from '../../shared/schemas.js';
+import type { RecordWrite } from '../../shared/writes.js';
 import { recordBody } from '../lib/load.js';
 import { fmt } from '../lib/report.js';
 import { destroyService, startFerretDbServer, waitForPort } from '../lib/services.js';

@@ -2,7 +2,7 @@
 // (no ordering, leases or lookups), and plain insertMany of as many documents.
 import type { AnyBulkWriteOperation } from 'mongodb';
 import { COLLECTIONS } from '../../shared/mongo.js';
-import type { ResponseWrite } from '../../shared/schemas.js';
+import type { ResponseWrite } from '../../shared/writes.js';
 import type { RecordDoc, ResponseDoc } from '../../shared/documents.js';
 import { firstResponseDoc, recordDoc } from '../../worker/documents.js';
 import { INSERT_BATCH, recordWrite, type Burst, type Seed } from '../lib/drain-writes.js';

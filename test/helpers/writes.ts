@@ -1,4 +1,4 @@
-import type { RecordWrite, ResponseWrite, SuggestionWrite } from '../../shared/schemas.js';
+import type { RecordWrite, ResponseWrite, SuggestionWrite } from '../../shared/writes.js';
 import type { SequencedWrite } from '../../worker/documents.js';
 
 /** Writes for the writer's tests: records and numbered versions of their responses. */

@@ -3,7 +3,7 @@ import { MongoClient, type Db } from 'mongodb';
 import { createFeedbackClient, FeedbackApiError } from '../../client/index.js';
 import type { ResponseDoc } from '../../shared/documents.js';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
-import type { ResponseWrite } from '../../shared/schemas.js';
+import type { ResponseWrite } from '../../shared/writes.js';
 import type { SequencedWrite } from '../../worker/documents.js';
 import { ensureIndexes } from '../../worker/indexes.js';
 import { createFeedbackWriter } from '../../worker/writer.js';

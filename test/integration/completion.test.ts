@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { MongoClient, type Db } from 'mongodb';
 import type { RecordDoc } from '../../shared/documents.js';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
-import type { RecordWrite, ResponseWrite } from '../../shared/schemas.js';
+import type { RecordWrite, ResponseWrite } from '../../shared/writes.js';
 import { createDatasetAdmin } from '../../shared/dataset-admin.js';
 import { createCompletionTracker, type RecordStatusChange } from '../../worker/completion.js';
 import type { SequencedWrite } from '../../worker/documents.js';

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { MongoClient, type Db } from 'mongodb';
 import type { ResponseDoc } from '../../shared/documents.js';
-import type { ResponseWrite } from '../../shared/schemas.js';
+import type { ResponseWrite } from '../../shared/writes.js';
 import { erasureCollection, NO_COUNTS, userHash } from '../../shared/erasures.js';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
 import { createErasureGuard, type ErasedResponse, type ErasureGuard } from '../../worker/erasure-guard.js';

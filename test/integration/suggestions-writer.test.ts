@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { MongoClient, type Db } from 'mongodb';
 import type { SuggestionDoc } from '../../shared/documents.js';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
-import type { RecordWrite } from '../../shared/schemas.js';
+import type { RecordWrite } from '../../shared/writes.js';
 import type { SequencedWrite } from '../../worker/documents.js';
 import { ensureIndexes } from '../../worker/indexes.js';
 import type { SuggestionChange } from '../../worker/suggestions.js';

@@ -5,7 +5,7 @@ import { AppError } from '../../shared/errors.js';
 import { createLogger } from '../../shared/logger.js';
 import { createOrderClock } from '../../shared/order-clock.js';
 import type { WriteQueue, WriteQueues } from '../../shared/queue.js';
-import type { Write } from '../../shared/schemas.js';
+import type { Write } from '../../shared/writes.js';
 
 const write = (n: number): Write => ({
   kind: 'response',

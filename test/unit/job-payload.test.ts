@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { deflateRawSync } from 'node:zlib';
 import { decodeJob, encodeJob } from '../../shared/job-payload.js';
-import { type Write } from '../../shared/schemas.js';
+import { type Write } from '../../shared/writes.js';
 import { JOB_PAYLOAD_VERSION, JOB_PAYLOAD_VERSION_DEFLATE } from '../../shared/job-payload.js';
 
 function write(i: number): Write {

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import * as v from 'valibot';
-import { FeedbackRecordBody, FeedbackResponseBody, keyNameProblem, KEY_NAME_MAX_LENGTH, Write } from '../../shared/schemas.js';
+import { FeedbackRecordBody, FeedbackResponseBody, keyNameProblem, KEY_NAME_MAX_LENGTH } from '../../shared/schemas.js';
+import { Write } from '../../shared/writes.js';
 import { formatPath, toDetails } from '../../shared/issue-details.js';
 import { JOB_PAYLOAD_VERSION, JobEnvelope } from '../../shared/job-payload.js';
 

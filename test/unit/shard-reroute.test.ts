@@ -7,7 +7,7 @@ import { AppError } from '../../shared/errors.js';
 import { createLogger } from '../../shared/logger.js';
 import { createOrderClock } from '../../shared/order-clock.js';
 import type { WriteQueue, WriteQueues } from '../../shared/queue.js';
-import { writeTargetId, type Write } from '../../shared/schemas.js';
+import { writeTargetId, type Write } from '../../shared/writes.js';
 
 /*
  * The routing of writes around a queue shard that stops answering (issue 26), as pure logic:
