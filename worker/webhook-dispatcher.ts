@@ -72,10 +72,8 @@ export function createWebhookDispatcher(options: {
     // index does not return them in order, and sorting every pending one on each pass costs the
     // store as much as the backlog is long. In the order they were stored, which is near enough to
     // oldest first; the order that matters, a record's, is taken from the record's own deliveries below.
-    const page = await outbox
-      .find({ q: endpointRange(endpointId) }, { projection: { _id: 1, key: 1 } })
-      .limit(Math.max(100, free * 4))
-      .toArray();
+    const size = Math.max(100, free * 4);
+    const page = await outbox.find({ q: endpointRange(endpointId) }, { projection: { _id: 1, key: 1 } }).limit(size).batchSize(size).toArray();
     if (page.length === 0) return;
     const keys = [...new Set(page.map((p) => recordKey(endpointId, p.key)))];
     // Every open delivery of these records: one in flight or failed keeps the record back; else its earliest pending one goes.
