@@ -10,6 +10,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { startRedis } from '../devkit/servers.js';
 import { COLLECTIONS } from '../shared/mongo.js';
@@ -17,7 +18,8 @@ import { buildBurst, buildSeed, seedDb } from './lib/drain-writes.js';
 import { fmt } from './lib/report.js';
 import { progress, ROOT, STARTED } from './lib/runner.js';
 import { startTestStore } from './lib/services.js';
-import { monitoredClient } from './lib/store-monitor.js';
+import { storeCpuSeconds } from './lib/proc-cpu.js';
+import { countsText, monitoredClient, sumCounts } from './lib/store-monitor.js';
 import { drainBurst } from './scenarios/worker-drain.js';
 
 const argv = process.argv.slice(2);
@@ -53,20 +55,29 @@ async function main(): Promise<void> {
   const store = await startTestStore();
   const redis = await startRedis();
   const mon = await monitoredClient(store.url);
-  const rows: { round: number; off: number; on: number; events: number }[] = [];
+  const rows: { round: number; off: number; on: number; events: number; cpuOff: number; cpuOn: number; storeOff: number; storeOn: number; cmdOff: number; cmdOn: number }[] = [];
+  const commandsOn = new Map<string, number>();
   try {
     const base = buildSeed(BASE_DOCS);
     let n = 0;
     for (let round = 1; round <= ROUNDS; round++) {
       const burst = buildBurst(WRITES, 'usual', base.targets);
-      const row = { round, off: 0, on: 0, events: 0 };
+      const row = { round, off: 0, on: 0, events: 0, cpuOff: 0, cpuOn: 0, storeOff: 0, storeOn: 0, cmdOff: 0, cmdOn: 0 };
       for (const variant of round % 2 === 1 ? (['off', 'on'] as const) : (['on', 'off'] as const)) {
         const db = `webhooks_${n++}`;
         await seedDb(mon.client.db(db), base);
+        const storeCpu0 = storeCpuSeconds(store.postgresPort);
         const d = await drainBurst({ redisUrl: redis.url, storeUrl: store.url, mon, dbName: db, burst, seed: base, ...(variant === 'on' ? { webhookUrl: url } : {}) });
         row[variant] = d.rate;
+        // The store's (PostgreSQL, FerretDB) and Redis's CPU over the pass, its queueing and check included.
+        const storeUs = ((storeCpuSeconds(store.postgresPort) - storeCpu0) * 1e6) / WRITES;
+        row[variant === 'on' ? 'storeOn' : 'storeOff'] = storeUs;
+        // CPU of this process (the worker runs in it) and store commands per write: what limits the drain.
+        row[variant === 'on' ? 'cpuOn' : 'cpuOff'] = d.cpuUsPerWrite;
+        row[variant === 'on' ? 'cmdOn' : 'cmdOff'] = sumCounts(d.commands) / WRITES;
+        if (variant === 'on') for (const [k, c] of d.commands) commandsOn.set(k, (commandsOn.get(k) ?? 0) + c);
         if (variant === 'on') row.events = await mon.client.db(db).collection(COLLECTIONS.webhookOutbox).countDocuments();
-        progress(`round ${round} webhooks ${variant}: ${fmt(d.rate)} writes/s in ${fmt(d.seconds, 1)} s, ${d.verified}${variant === 'on' ? `, ${row.events} events in the outbox, ${received} received so far` : ''}`);
+        progress(`round ${round} webhooks ${variant}: ${fmt(d.rate)} writes/s in ${fmt(d.seconds, 1)} s, ${fmt(d.cpuUsPerWrite)} µs CPU/write, store+Redis ${fmt(row[variant === 'on' ? 'storeOn' : 'storeOff'])} µs CPU/write, ${fmt(sumCounts(d.commands) / WRITES, 2)} store commands/write (${countsText(d.commands)}; store seconds: ${[...d.storeSeconds].sort((a, b) => b[1] - a[1]).map(([k, x]) => `${k} ${fmt(x, 1)}`).join(', ')}), ${d.verified}${variant === 'on' ? `, ${row.events} events in the outbox, ${received} received so far` : ''}`);
         await mon.client.db(db).dropDatabase();
       }
       rows.push(row);
@@ -85,10 +96,12 @@ async function main(): Promise<void> {
     '',
     `\`node --import tsx bench/webhooks.ts ${argv.join(' ')}\`: ${WRITES} writes (usual mix) per pass into a store seeded with ${BASE_DOCS} documents, ${ROUNDS} rounds, order alternating.`,
     '',
-    '| round | without (writes/s) | with one endpoint (writes/s) | ratio | events appended |',
-    '|---|---|---|---|---|',
-    ...rows.map((r) => `| ${r.round} | ${fmt(r.off)} | ${fmt(r.on)} | ${fmt(r.on / r.off, 2)} | ${r.events} |`),
-    `| **median** | **${fmt(off)}** | **${fmt(on)}** | **${fmt(on / off, 2)}** | |`,
+    '| round | without (writes/s) | with one endpoint (writes/s) | ratio | CPU µs/write without / with | store+Redis CPU µs/write without / with | store commands/write without / with | events appended |',
+    '|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.round} | ${fmt(r.off)} | ${fmt(r.on)} | ${fmt(r.on / r.off, 2)} | ${fmt(r.cpuOff)} / ${fmt(r.cpuOn)} | ${fmt(r.storeOff)} / ${fmt(r.storeOn)} | ${fmt(r.cmdOff, 2)} / ${fmt(r.cmdOn, 2)} | ${r.events} |`),
+    `| **median** | **${fmt(off)}** | **${fmt(on)}** | **${fmt(on / off, 2)}** | ${fmt(median(rows.map((r) => r.cpuOff)))} / ${fmt(median(rows.map((r) => r.cpuOn)))} | ${fmt(median(rows.map((r) => r.storeOff)))} / ${fmt(median(rows.map((r) => r.storeOn)))} | | |`,
+    '',
+    `Store commands during the drains with webhooks, all rounds: ${countsText(commandsOn)}. Load average at the end: ${loadavg().map((l) => l.toFixed(2)).join(' ')}.`,
     '',
   ];
   const outDir = join(ROOT, 'bench', 'results');

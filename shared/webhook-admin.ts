@@ -64,6 +64,19 @@ export interface DeliveryDoc {
   event_type: WebhookEventType;
   /** The ordering key: the record id. */
   key: string;
+  /**
+   * `<endpoint>|<record>` ({@link recordKey}): a record's deliveries to an endpoint, in an index of
+   * one field. DocumentDB prices an index entry by the fields of its key, on every insert and every
+   * status change: one string instead of a compound key is most of what the outbox costs a store
+   * round (docs/webhooks.md#speed).
+   */
+  k: string;
+  /** Only while `pending`: `<endpoint>|<seq>|<rank>` ({@link pendingOrder}), the dispatcher's scan in order (sparse index). */
+  q?: string;
+  /** Only while `queued`: the endpoint, so that its deliveries in flight are counted on a sparse index of at most `WEBHOOK_MAX_IN_FLIGHT` entries. */
+  f?: string;
+  /** While `queued`: the dispatcher pass that queued it; only that pass's delivery job sends it. */
+  claim?: string;
   /** What the event is about within the record (the record or a response id); absent on deliveries appended by earlier releases. */
   subject_id?: string;
   seq: number;
@@ -83,6 +96,21 @@ export interface DeliveryDoc {
 /** The id of a delivery document and of its BullMQ job (no `:`, which BullMQ refuses in ids). */
 export function deliveryId(endpointId: string, eventId: string): string {
   return `${endpointId}.${eventId}`;
+}
+
+/** The value of {@link DeliveryDoc.k}. */
+export function recordKey(endpointId: string, recordId: string): string {
+  return `${endpointId}|${recordId}`;
+}
+
+/** The value of {@link DeliveryDoc.q}: sorts as (seq, rank) within an endpoint (16 digits hold every safe integer). */
+export function pendingOrder(endpointId: string, seq: number, rank: number): string {
+  return `${endpointId}|${String(seq).padStart(16, '0')}|${rank}`;
+}
+
+/** Every `q` or `k` value of an endpoint (`}` follows `|`). */
+export function endpointRange(endpointId: string): { $gte: string; $lt: string } {
+  return { $gte: `${endpointId}|`, $lt: `${endpointId}}` };
 }
 
 const SUMMARY_STATUSES = ['pending', 'queued', 'delivered', 'failed', 'held'] as const;
@@ -137,6 +165,9 @@ export type DeliveriesReplayed = v.InferOutput<typeof DeliveriesReplayed>;
 
 export const WebhookEndpointDeleted = v.object({ id: v.string(), deleted: v.literal(true) });
 export type WebhookEndpointDeleted = v.InferOutput<typeof WebhookEndpointDeleted>;
+
+/** Deliveries put back to pending per bulk command of a replay. */
+const REPLAY_PAGE = 1000;
 
 /** Too many endpoints. */
 export class WebhookLimitError extends Error {}
@@ -231,8 +262,19 @@ export function createWebhookAdmin(options: { readonly db: Db }): WebhookAdmin {
       return { items: docs.map(deliveryView) };
     },
     async replay(id) {
-      const r = await outbox.updateMany({ endpoint_id: id, status: { $in: ['failed', 'held'] } }, { $set: { status: 'pending', attempts: 0, updated_at: new Date() } });
-      return r.modifiedCount;
+      // Back in the dispatcher's scan: each needs its own `q`, so one update statement per delivery (one command per page).
+      const docs = await outbox.find({ endpoint_id: id, status: { $in: ['failed', 'held'] } }, { projection: { _id: 1, seq: 1, rank: 1 } }).toArray();
+      let replayed = 0;
+      for (let i = 0; i < docs.length; i += REPLAY_PAGE) {
+        const now = new Date();
+        const page = docs.slice(i, i + REPLAY_PAGE);
+        const r = await outbox.bulkWrite(
+          page.map((d) => ({ updateOne: { filter: { _id: d._id, status: { $in: ['failed', 'held'] } }, update: { $set: { status: 'pending', attempts: 0, q: pendingOrder(id, d.seq, d.rank), updated_at: now } } } })),
+          { ordered: false },
+        );
+        replayed += r.modifiedCount;
+      }
+      return replayed;
     },
   };
 }

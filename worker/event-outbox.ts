@@ -1,7 +1,7 @@
 import type { Db } from 'mongodb';
 import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
-import { deliveryId, type DeliveryDoc } from '../shared/webhook-admin.js';
+import { deliveryId, pendingOrder, recordKey, type DeliveryDoc } from '../shared/webhook-admin.js';
 import { EVENT_RANK, eventBody, eventId, type StoredEvent, type WebhookEventType } from '../shared/webhook-events.js';
 import { insertNew } from './inserts.js';
 import type { WebhookSubscriptions } from './webhook-subscriptions.js';
@@ -54,6 +54,8 @@ export function createEventOutbox(options: {
             event_id: id,
             event_type: event.type,
             key: event.recordId,
+            k: recordKey(endpoint._id, event.recordId),
+            q: pendingOrder(endpoint._id, event.seq, EVENT_RANK[event.type]),
             subject_id: event.subjectId,
             seq: event.seq,
             rank: EVENT_RANK[event.type],

@@ -22,9 +22,13 @@ const INDEXES: readonly { readonly collection: string; readonly index: IndexDesc
   { collection: COLLECTIONS.erasures, index: { key: { user_hash: 1, seq: 1 }, name: 'user_hash_seq' } },
   { collection: COLLECTIONS.responses, index: { key: { user_id: 1, seq: 1 }, name: 'user_seq' } },
   { collection: COLLECTIONS.records, index: { key: { creator_user_id: 1, seq: 1 }, name: 'creator_seq' } },
-  // Webhook deliveries: the dispatcher's scan of an endpoint's pending events in order, and a record's events of an endpoint.
-  { collection: COLLECTIONS.webhookOutbox, index: { key: { endpoint_id: 1, status: 1, seq: 1, rank: 1 }, name: 'endpoint_status_seq' } },
-  { collection: COLLECTIONS.webhookOutbox, index: { key: { endpoint_id: 1, key: 1, status: 1, seq: 1 }, name: 'endpoint_key_status' } },
+  // Webhook deliveries (shared/webhook-admin.ts DeliveryDoc): a record's deliveries to an endpoint, the dispatcher's scan of an
+  // endpoint's pending ones in order, and its deliveries in flight. Each one field: DocumentDB costs an index entry by the fields
+  // of its key, on every insert and status change, and the outbox takes about two inserts per write (docs/webhooks.md#speed).
+  // `q` and `f` are on a delivery only while pending, resp. queued: sparse.
+  { collection: COLLECTIONS.webhookOutbox, index: { key: { k: 1 }, name: 'endpoint_record' } },
+  { collection: COLLECTIONS.webhookOutbox, index: { key: { q: 1 }, name: 'pending_order', sparse: true } },
+  { collection: COLLECTIONS.webhookOutbox, index: { key: { f: 1 }, name: 'in_flight', sparse: true } },
 ];
 
 /** An index the store refuses for good (options conflicting with an existing index of that name…). */

@@ -1,7 +1,7 @@
 import type { Job } from 'bullmq';
-import type { Db } from 'mongodb';
+import type { AnyBulkWriteOperation, Db } from 'mongodb';
 import { COLLECTIONS } from '../shared/mongo.js';
-import type { DeliveryDoc, WebhookEndpointDoc } from '../shared/webhook-admin.js';
+import { recordKey, type DeliveryDoc, type WebhookEndpointDoc } from '../shared/webhook-admin.js';
 import { sendWebhook, type WebhookTargetPolicy } from '../shared/webhook-sender.js';
 import type { DeliveryJobData } from './webhook-dispatcher.js';
 import type { WebhookSubscriptions } from './webhook-subscriptions.js';
@@ -38,10 +38,38 @@ export function supersedes(later: Pick<DeliveryDoc, 'event_type' | 'subject_id'>
   return later.subject_id !== undefined && later.subject_id === doc.subject_id;
 }
 
+/** What a delivery job did, by delivery. */
+export interface JobOutcome {
+  readonly delivered: number;
+  readonly superseded: number;
+  readonly failed: number;
+}
+
 export interface DeliveryProcessor {
-  process(job: Job<DeliveryJobData>): Promise<DeliveryOutcome>;
-  /** Every attempt failed: the delivery is `failed` and the record's later events are held. */
+  /**
+   * Sends the job's deliveries that are still queued by its pass, each its own signed POST, and
+   * records the outcomes in a few commands (one per distinct outcome). Throws DeliveryAttemptError
+   * when some failed, so that BullMQ retries the job with backoff: the retry skips those delivered.
+   */
+  process(job: Job<DeliveryJobData>): Promise<JobOutcome>;
+  /** Every attempt failed: the job's deliveries not delivered are `failed`, and their records' later events held. */
   onFinalFailure(job: Job<DeliveryJobData>, err: Error): Promise<void>;
+}
+
+/** Runs at most `n` of the functions given at once (the POSTs of every delivery job of a process). */
+export function createSendLimit(n: number): <T>(fn: () => Promise<T>) => Promise<T> {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  return async (fn) => {
+    if (running >= n) await new Promise<void>((resolve) => waiting.push(resolve));
+    running++;
+    try {
+      return await fn();
+    } finally {
+      running--;
+      waiting.shift()?.();
+    }
+  };
 }
 
 export function createDeliveryProcessor(options: {
@@ -49,47 +77,90 @@ export function createDeliveryProcessor(options: {
   readonly subscriptions: WebhookSubscriptions;
   readonly policy: WebhookTargetPolicy;
   readonly timeoutMs: number;
-  readonly onOutcome: (endpointId: string, outcome: DeliveryOutcome) => void;
+  /** Bounds the POSTs in flight in the process (WEBHOOK_CONCURRENCY). */
+  readonly limit: <T>(fn: () => Promise<T>) => Promise<T>;
+  readonly onOutcome: (endpointId: string, outcome: DeliveryOutcome, n: number) => void;
 }): DeliveryProcessor {
   const outbox = options.db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox);
   const endpoints = options.db.collection<WebhookEndpointDoc>(COLLECTIONS.webhookEndpoints);
+  const none: JobOutcome = { delivered: 0, superseded: 0, failed: 0 };
 
   return {
     async process(job) {
-      const { delivery_id: id, key, seq, rank } = job.data;
-      const endpointId = id.slice(0, id.indexOf('.'));
-      // One query: the delivery, and any later event of the record already delivered to the
-      // endpoint. Several worker processes may append a record's events out of order; an older
-      // state than one the endpoint already has is not sent.
-      const found = await outbox
-        .find({ endpoint_id: endpointId, key, $or: [{ _id: id }, { status: 'delivered', seq: { $gt: seq } }, { status: 'delivered', seq, rank: { $gt: rank } }] })
-        .toArray();
-      const doc = found.find((d) => d._id === id);
-      if (doc === undefined || (doc.status !== 'pending' && doc.status !== 'queued')) return 'skipped';
-      const endpoint = options.subscriptions.byId(doc.endpoint_id) ?? (await endpoints.findOne({ _id: doc.endpoint_id })) ?? undefined;
-      if (endpoint === undefined) return 'skipped';
-      if (found.some((d) => d._id !== id && supersedes(d, doc))) {
-        await outbox.updateOne({ _id: id }, { $set: { status: 'superseded', updated_at: new Date() } });
-        options.onOutcome(doc.endpoint_id, 'superseded');
-        return 'superseded';
-      }
-      const outcome = await sendWebhook({ url: endpoint.url, secret: endpoint.secret }, { id: doc.event_id, timestamp: new Date(), body: doc.body }, { ...options.policy, timeoutMs: options.timeoutMs });
-      const now = new Date();
+      const { endpoint_id: endpointId, claim, deliveries } = job.data;
+      // A job of an earlier release (one delivery, no claim): its delivery goes back to pending by reconcile() and is queued again.
+      if (!Array.isArray(deliveries)) return none;
+      const ids = deliveries.map((d) => d.id);
+      const keys = [...new Set(deliveries.map((d) => recordKey(endpointId, d.key)))];
+      // The deliveries, and the events of their records already delivered to the endpoint: several
+      // worker processes may append a record's events out of order, and an older state than one the
+      // endpoint already has is not sent.
+      const [found, delivered] = await Promise.all([
+        outbox.find({ _id: { $in: ids } }).toArray(),
+        outbox.find({ k: { $in: keys }, status: 'delivered' }, { projection: { key: 1, seq: 1, rank: 1, event_type: 1, subject_id: 1 } }).toArray(),
+      ]);
+      // Only those this job's pass queued and nothing sent since: a retry skips the delivered ones.
+      const mine = found.filter((d) => d.status === 'queued' && d.claim === claim);
+      if (mine.length === 0) return none;
+      const endpoint = options.subscriptions.byId(endpointId) ?? (await endpoints.findOne({ _id: endpointId })) ?? undefined;
+      if (endpoint === undefined) return none;
+      const isLater = (later: Pick<DeliveryDoc, 'seq' | 'rank'>, doc: Pick<DeliveryDoc, 'seq' | 'rank'>) => later.seq > doc.seq || (later.seq === doc.seq && later.rank > doc.rank);
+      const superseded = mine.filter((doc) => delivered.some((d) => d.key === doc.key && isLater(d, doc) && supersedes(d, doc)));
+      const toSend = mine.filter((doc) => !superseded.includes(doc));
       const attempts = job.attemptsMade + 1;
-      if (outcome.ok) {
-        await outbox.updateOne({ _id: id }, { $set: { status: 'delivered', attempts, last_status: outcome.status, delivered_at: now, updated_at: now }, $unset: { last_error: '' } });
-        options.onOutcome(doc.endpoint_id, 'delivered');
-        return 'delivered';
+      const outcomes = await Promise.all(
+        toSend.map(async (doc) => ({
+          doc,
+          outcome: await options.limit(() => sendWebhook({ url: endpoint.url, secret: endpoint.secret }, { id: doc.event_id, timestamp: new Date(), body: doc.body }, { ...options.policy, timeoutMs: options.timeoutMs })),
+        })),
+      );
+      const now = new Date();
+      const writes: AnyBulkWriteOperation<DeliveryDoc>[] = [];
+      if (superseded.length > 0) {
+        writes.push({ updateMany: { filter: { _id: { $in: superseded.map((d) => d._id) }, status: 'queued', claim }, update: { $set: { status: 'superseded', updated_at: now }, $unset: { f: '' } } } });
       }
-      await outbox.updateOne({ _id: id }, { $set: { attempts, last_error: outcome.error, ...(outcome.status === undefined ? {} : { last_status: outcome.status }), updated_at: now } });
-      options.onOutcome(doc.endpoint_id, 'attempt_failed');
-      throw new DeliveryAttemptError(outcome.error);
+      // One statement per distinct outcome (usually one: every POST answered 200).
+      const groups = new Map<string, { ids: string[]; set: Partial<DeliveryDoc>; delivered: boolean }>();
+      for (const { doc, outcome } of outcomes) {
+        const group = outcome.ok ? `ok ${outcome.status}` : `failed ${outcome.status ?? ''} ${outcome.error}`;
+        let g = groups.get(group);
+        if (g === undefined) {
+          const set: Partial<DeliveryDoc> = outcome.ok
+            ? { status: 'delivered', attempts, last_status: outcome.status, delivered_at: now, updated_at: now }
+            : { attempts, last_error: outcome.error, ...(outcome.status === undefined ? {} : { last_status: outcome.status }), updated_at: now };
+          g = { ids: [], set, delivered: outcome.ok };
+          groups.set(group, g);
+        }
+        g.ids.push(doc._id);
+      }
+      for (const g of groups.values()) {
+        writes.push({ updateMany: { filter: { _id: { $in: g.ids }, status: 'queued', claim }, update: g.delivered ? { $set: g.set, $unset: { last_error: '', f: '' } } : { $set: g.set } } });
+      }
+      if (writes.length > 0) await outbox.bulkWrite(writes, { ordered: true });
+      const ok = outcomes.filter((o) => o.outcome.ok).length;
+      const failed = outcomes.length - ok;
+      if (superseded.length > 0) options.onOutcome(endpointId, 'superseded', superseded.length);
+      if (ok > 0) options.onOutcome(endpointId, 'delivered', ok);
+      if (failed > 0) {
+        options.onOutcome(endpointId, 'attempt_failed', failed);
+        const first = outcomes.find((o) => !o.outcome.ok)!.outcome as { readonly error: string };
+        throw new DeliveryAttemptError(`${failed} of ${outcomes.length} deliveries failed (${first.error})`);
+      }
+      return { delivered: ok, superseded: superseded.length, failed };
     },
     async onFinalFailure(job, err) {
-      const doc = await outbox.findOneAndUpdate({ _id: job.data.delivery_id, status: { $in: ['pending', 'queued'] } }, { $set: { status: 'failed', last_error: err.message, updated_at: new Date() } });
-      if (doc === null) return;
-      await outbox.updateMany({ endpoint_id: doc.endpoint_id, key: doc.key, status: 'pending' }, { $set: { status: 'held', updated_at: new Date() } });
-      options.onOutcome(doc.endpoint_id, 'failed');
+      const { endpoint_id: endpointId, claim, deliveries } = job.data;
+      if (!Array.isArray(deliveries)) return;
+      const stuck = await outbox.find({ _id: { $in: deliveries.map((d) => d.id) }, status: 'queued', claim }, { projection: { _id: 1, key: 1, last_error: 1 } }).toArray();
+      if (stuck.length === 0) return;
+      const now = new Date();
+      // Each keeps the error of its own last attempt; the job's message stands in for one never recorded.
+      await outbox.bulkWrite(
+        stuck.map((d) => ({ updateOne: { filter: { _id: d._id, status: 'queued', claim }, update: { $set: { status: 'failed', last_error: d.last_error ?? err.message, updated_at: now }, $unset: { f: '' } } } })),
+        { ordered: false },
+      );
+      await outbox.updateMany({ k: { $in: [...new Set(stuck.map((d) => recordKey(endpointId, d.key)))] }, status: 'pending' }, { $set: { status: 'held', updated_at: now }, $unset: { q: '' } });
+      options.onOutcome(endpointId, 'failed', stuck.length);
     },
   };
 }

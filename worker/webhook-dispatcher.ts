@@ -1,19 +1,26 @@
-import type { Queue } from 'bullmq';
+import { randomBytes } from 'node:crypto';
+import type { JobsOptions, Queue } from 'bullmq';
 import type { Db } from 'mongodb';
 import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
-import type { DeliveryDoc } from '../shared/webhook-admin.js';
+import { endpointRange, pendingOrder, recordKey, type DeliveryDoc } from '../shared/webhook-admin.js';
 import type { WebhookSubscriptions } from './webhook-subscriptions.js';
 
-/** The job of the delivery queue: which outbox document to send (its id is also the job id). */
+/**
+ * The job of the delivery queue: deliveries of one endpoint queued by one dispatcher pass, at most
+ * one per record, sent together (each its own signed POST) so that they cost the store one read
+ * and one write between them instead of two each. Holds ids only (about 100 bytes a delivery).
+ */
 export interface DeliveryJobData {
-  readonly delivery_id: string;
-  /** The record (ordering key) and its place, so that the delivery reads its document and any later delivered event of the record in one query. */
-  readonly key: string;
-  readonly seq: number;
-  readonly rank: number;
+  readonly endpoint_id: string;
+  /** The pass that queued them ({@link DeliveryDoc.claim}): a delivery claimed since by another pass is not this job's to send. */
+  readonly claim: string;
+  /** The deliveries and their records, so that the job reads them and their records' delivered events in one round trip. */
+  readonly deliveries: readonly { readonly id: string; readonly key: string }[];
 }
 export const DELIVERY_JOB_NAME = 'deliver';
+/** Deliveries per job: enough that the store's share per delivery is small, few enough that a pass's jobs run in parallel. */
+export const DELIVERIES_PER_JOB = 16;
 
 /** How often deliveries marked `queued` are checked against Redis (a job lost with a Redis reset goes back to pending). */
 const RECONCILE_EVERY_MS = 30_000;
@@ -21,6 +28,8 @@ const RECONCILE_EVERY_MS = 30_000;
 const KICK_DELAY_MS = 100;
 /** How often delivered events older than the retention are deleted. */
 const PRUNE_EVERY_MS = 60_000;
+/** The states of a delivery job that is still to run (BullMQ). */
+const LIVE_JOB_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children'] as const;
 
 export interface WebhookDispatcher {
   /** Runs a pass soon (after a store round appended events). */
@@ -32,7 +41,7 @@ export interface WebhookDispatcher {
 
 /**
  * Moves deliveries from the outbox (MongoDB) to the delivery queue (Redis), per endpoint at most
- * `maxInFlight` at once and at most one per record: the next event of a record is queued only
+ * `maxInFlight` at once (in jobs of up to {@link DELIVERIES_PER_JOB}) and at most one per record: the next event of a record is queued only
  * once the one before it is delivered, so a record's events (hence a response's) reach an
  * endpoint in their order, retries included. A record whose delivery failed for good holds its
  * later events (`held`) until the failed one is replayed.
@@ -55,45 +64,70 @@ export function createWebhookDispatcher(options: {
   let lastPrune = 0;
 
   async function dispatchEndpoint(endpointId: string): Promise<void> {
-    const queued = await outbox.countDocuments({ endpoint_id: endpointId, status: 'queued' });
+    // `f` is on queued deliveries only: at most maxInFlight of them.
+    const queued = (await outbox.find({ f: endpointId }, { projection: { _id: 1 } }).toArray()).length;
     const free = options.maxInFlight - queued;
     if (free <= 0) return;
-    const pending = await outbox
-      .find({ endpoint_id: endpointId, status: 'pending' }, { projection: { _id: 1, key: 1, seq: 1, rank: 1 } })
-      .sort({ seq: 1, rank: 1 })
-      .limit(Math.max(100, free * 4))
-      .toArray();
-    if (pending.length === 0) return;
-    const keys = [...new Set(pending.map((p) => p.key))];
-    const busy = await outbox.find({ endpoint_id: endpointId, key: { $in: keys }, status: { $in: ['queued', 'failed', 'held'] } }, { projection: { key: 1, status: 1 } }).toArray();
-    const blocked = new Set(busy.filter((b) => b.status !== 'queued').map((b) => b.key));
-    const busyKeys = new Set(busy.map((b) => b.key));
+    // Some pending deliveries of the endpoint (`q` is on pending ones only), unsorted: the store's
+    // index does not return them in order, and sorting every pending one on each pass costs the
+    // store as much as the backlog is long. In the order they were stored, which is near enough to
+    // oldest first; the order that matters, a record's, is taken from the record's own deliveries below.
+    const size = Math.max(100, free * 4);
+    const page = await outbox.find({ q: endpointRange(endpointId) }, { projection: { _id: 1, key: 1 } }).limit(size).batchSize(size).toArray();
+    if (page.length === 0) return;
+    const keys = [...new Set(page.map((p) => recordKey(endpointId, p.key)))];
+    // Every open delivery of these records: one in flight or failed keeps the record back; else its earliest pending one goes.
+    const open = await outbox.find({ k: { $in: keys }, status: { $in: ['pending', 'queued', 'failed', 'held'] } }, { projection: { _id: 1, key: 1, status: 1, seq: 1, rank: 1 } }).toArray();
+    const blocked = new Set(open.filter((b) => b.status === 'failed' || b.status === 'held').map((b) => b.key));
+    const busyKeys = new Set(open.filter((b) => b.status !== 'pending').map((b) => b.key));
     if (blocked.size > 0) {
       // Out of the pending scan until the failed one is replayed, so they never stand in front of other records.
-      await outbox.updateMany({ endpoint_id: endpointId, key: { $in: [...blocked] }, status: 'pending' }, { $set: { status: 'held', updated_at: new Date() } });
+      await outbox.updateMany({ k: { $in: [...blocked].map((key) => recordKey(endpointId, key)) }, status: 'pending' }, { $set: { status: 'held', updated_at: new Date() }, $unset: { q: '' } });
     }
-    const picked: Pick<DeliveryDoc, '_id' | 'key' | 'seq' | 'rank'>[] = [];
-    const seen = new Set<string>();
-    for (const p of pending) {
-      // The page is sorted by order: the first pending event of a record is its earliest.
-      if (seen.has(p.key)) continue;
-      seen.add(p.key);
-      if (busyKeys.has(p.key)) continue;
-      picked.push(p);
-      if (picked.length >= free) break;
+    const earliest = new Map<string, Pick<DeliveryDoc, '_id' | 'seq' | 'rank'>>();
+    for (const d of open) {
+      if (d.status !== 'pending' || busyKeys.has(d.key)) continue;
+      const e = earliest.get(d.key);
+      if (e === undefined || d.seq < e.seq || (d.seq === e.seq && d.rank < e.rank)) earliest.set(d.key, d);
     }
+    // Records in the page's order, each by its earliest pending delivery.
+    const picked = [...new Set(page.map((p) => p.key))]
+      .flatMap((key) => {
+        const e = earliest.get(key);
+        return e === undefined ? [] : [e._id];
+      })
+      .slice(0, free);
     if (picked.length === 0) return;
-    // Queued first, marked after: a pass that dies in between leaves them pending, and the next
-    // pass adds the same job ids, which BullMQ ignores while the jobs exist.
-    await options.queue.addBulk(picked.map((p) => ({ name: DELIVERY_JOB_NAME, data: { delivery_id: p._id, key: p.key, seq: p.seq, rank: p.rank }, opts: { ...options.jobOptions, jobId: p._id } })));
-    await outbox.updateMany({ _id: { $in: picked.map((p) => p._id) }, status: 'pending' }, { $set: { status: 'queued', updated_at: new Date() } });
+    // Marked first, queued after: a pass that dies in between leaves them queued without a job, which
+    // reconcile() puts back to pending. The claim names this pass: of deliveries another process's
+    // pass picked at the same moment, only those this one marked are in its jobs.
+    const claim = `${endpointId}.${randomBytes(8).toString('hex')}`;
+    await outbox.updateMany({ _id: { $in: picked }, status: 'pending' }, { $set: { status: 'queued', f: endpointId, claim, updated_at: new Date() }, $unset: { q: '' } });
+    const claimed = await outbox.find({ _id: { $in: picked }, claim }, { projection: { _id: 1, key: 1 } }).toArray();
+    const jobs: { name: string; data: DeliveryJobData; opts: JobsOptions }[] = [];
+    for (let i = 0; i < claimed.length; i += DELIVERIES_PER_JOB) {
+      const deliveries = claimed.slice(i, i + DELIVERIES_PER_JOB).map((d) => ({ id: d._id, key: d.key }));
+      jobs.push({ name: DELIVERY_JOB_NAME, data: { endpoint_id: endpointId, claim, deliveries }, opts: { ...options.jobOptions, jobId: `${claim}.${i / DELIVERIES_PER_JOB}` } });
+    }
+    if (jobs.length > 0) await options.queue.addBulk(jobs);
   }
 
-  /** Deliveries marked queued whose job Redis no longer has (Redis lost data) go back to pending. */
+  /** Deliveries marked queued whose job Redis no longer has (Redis lost data, or a pass died before queueing) go back to pending. */
   async function reconcile(): Promise<void> {
-    const queued = await outbox.find({ status: 'queued', updated_at: { $lt: new Date(Date.now() - RECONCILE_EVERY_MS) } }, { projection: { _id: 1 } }).limit(1000).toArray();
-    for (const { _id } of queued) {
-      if ((await options.queue.getJob(_id)) === undefined) await outbox.updateOne({ _id, status: 'queued' }, { $set: { status: 'pending', updated_at: new Date() } });
+    const cutoff = new Date(Date.now() - RECONCILE_EVERY_MS);
+    let live: Set<string> | undefined;
+    for (const endpoint of options.subscriptions.all()) {
+      const stale = await outbox.find({ f: endpoint._id, updated_at: { $lt: cutoff } }, { projection: { _id: 1, seq: 1, rank: 1, claim: 1 } }).limit(1000).toArray();
+      if (stale.length === 0) continue;
+      // Jobs are few (at most WEBHOOK_MAX_IN_FLIGHT deliveries an endpoint): read their claims once.
+      live ??= new Set((await options.queue.getJobs([...LIVE_JOB_STATES])).flatMap((j) => (j === undefined || j === null ? [] : [j.data.claim])));
+      const lost = stale.filter((d) => d.claim === undefined || !live!.has(d.claim));
+      if (lost.length === 0) continue;
+      const now = new Date();
+      await outbox.bulkWrite(
+        lost.map((d) => ({ updateOne: { filter: { _id: d._id, status: 'queued', ...(d.claim === undefined ? {} : { claim: d.claim }) }, update: { $set: { status: 'pending', q: pendingOrder(endpoint._id, d.seq, d.rank), updated_at: now }, $unset: { f: '', claim: '' } } } })),
+        { ordered: false },
+      );
     }
   }
 

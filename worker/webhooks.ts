@@ -10,8 +10,9 @@ import { createCompletionEvents } from './completion-events.js';
 import type { OnErased } from './erasure-guard.js';
 import { createErasureEvents } from './erasure-events.js';
 import { createEventOutbox, type EventOutbox } from './event-outbox.js';
+import { upgradeOutbox } from './outbox-upgrade.js';
 import { createRoundEvents, type RoundEvents } from './round-events.js';
-import { createDeliveryProcessor, deliveryBackoffMs, type DeliveryOutcome } from './webhook-delivery.js';
+import { createDeliveryProcessor, createSendLimit, deliveryBackoffMs, type DeliveryOutcome } from './webhook-delivery.js';
 import { createWebhookDispatcher, type DeliveryJobData, type WebhookDispatcher } from './webhook-dispatcher.js';
 import { createWebhookSubscriptions, type WebhookSubscriptions } from './webhook-subscriptions.js';
 
@@ -47,6 +48,8 @@ export async function startWebhooks(config: Config, deps: { readonly db: Db; rea
   };
   const subscriptions = createWebhookSubscriptions({ db: deps.db, refreshMs: config.webhookRefreshMs, logger });
   await subscriptions.refresh();
+  // Deliveries an earlier release appended wait under keys this dispatcher does not read until upgraded; a failure leaves them for the next start.
+  await upgradeOutbox(deps.db, logger).catch((err: unknown) => logger.warn({ err: (err as Error).message }, 'could not upgrade the webhook outbox; deliveries of an earlier release wait until the next start'));
 
   const { name, prefix } = webhookQueue(config);
   const queue = new Queue<DeliveryJobData>(name, { connection: deps.redis, prefix });
@@ -63,12 +66,21 @@ export async function startWebhooks(config: Config, deps: { readonly db: Db; rea
     jobOptions: { attempts: config.webhookMaxAttempts, backoff: { type: BACKOFF_TYPE }, removeOnComplete: true, removeOnFail: true },
   });
   const outbox = createEventOutbox({ db: deps.db, subscriptions, logger, onAppended: () => dispatcher.kick(), onOutcome: count });
-  const processor = createDeliveryProcessor({ db: deps.db, subscriptions, policy: { allowInsecure: config.webhooksAllowInsecure }, timeoutMs: config.webhookTimeoutMs, onOutcome: count });
+  const processor = createDeliveryProcessor({
+    db: deps.db,
+    subscriptions,
+    policy: { allowInsecure: config.webhooksAllowInsecure },
+    timeoutMs: config.webhookTimeoutMs,
+    limit: createSendLimit(config.webhookConcurrency),
+    onOutcome: count,
+  });
   const worker = new Worker<DeliveryJobData>(name, async (job) => {
-    const outcome = await processor.process(job);
-    // The next event of the record may go now.
-    if (outcome !== 'skipped') dispatcher.kick();
-    return outcome;
+    try {
+      return await processor.process(job);
+    } finally {
+      // The next events of the records delivered may go now (also when others of the job failed).
+      dispatcher.kick();
+    }
   }, {
     connection: deps.redis,
     prefix,
@@ -80,11 +92,11 @@ export async function startWebhooks(config: Config, deps: { readonly db: Db; rea
   worker.on('error', (err) => logger.warn({ err: err.message }, 'webhook worker error'));
   worker.on('failed', (job, err) => {
     if (job === undefined) return;
-    logger.info({ delivery_id: job.data.delivery_id, attempts_made: job.attemptsMade, err: err.message }, 'webhook delivery attempt failed');
+    logger.info({ claim: job.data.claim, deliveries: job.data.deliveries.length, attempts_made: job.attemptsMade, err: err.message }, 'webhook delivery attempt failed');
     if (job.attemptsMade < (job.opts.attempts ?? 1)) return;
     void processor.onFinalFailure(job, err).then(
       () => dispatcher.kick(),
-      (e: unknown) => logger.error({ delivery_id: job.data.delivery_id, err: (e as Error).message }, 'could not mark a webhook delivery failed'),
+      (e: unknown) => logger.error({ claim: job.data.claim, err: (e as Error).message }, 'could not mark webhook deliveries failed'),
     );
   });
   logger.info({ queue: name, endpoints: subscriptions.all().length }, 'webhooks started');

@@ -58,13 +58,15 @@ export async function destroyService(service: Service): Promise<void> {
 interface TestStore {
   readonly backend: string;
   readonly url: string;
+  /** The port of its PostgreSQL cluster (whose postmaster pg_ctl daemonised: bench/lib/proc-cpu.ts finds it by it). */
+  readonly postgresPort: number;
   stop(): Promise<void>;
 }
 
 /** The store npm start runs (devkit/servers.ts startFerretDb). */
 export async function startTestStore(): Promise<TestStore> {
   const server = await startFerretDb();
-  return { backend: STORE_BACKEND, url: server.url, stop: () => server.destroy() };
+  return { backend: STORE_BACKEND, url: server.url, postgresPort: server.postgres.port, stop: () => server.destroy() };
 }
 
 /** How reports name the store. */

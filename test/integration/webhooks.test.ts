@@ -678,3 +678,43 @@ describe('webhooks: record.completed', function () {
     });
   });
 });
+
+describe('webhooks: an outbox written by an earlier release', function () {
+  this.timeout(60_000);
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack(testConfig({ ...WEBHOOK_ENV }), { worker: false });
+  });
+  after(async () => {
+    await stack?.close();
+  });
+
+  it('gets the single-field keys and loses the compound indexes as the worker starts; its pending delivery is then sent', async () => {
+    const receiver = await startWebhookReceiver();
+    try {
+      const created = await adminRequest(stack, '/admin/webhooks', 'POST', { url: receiver.url, events: ['record.created'] });
+      expect(created.status, created.text).to.equal(201);
+      const endpointId = created.body.id as string;
+      const outbox = stack.db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox);
+      // As the previous release left it: its compound indexes, and a pending delivery without k/q.
+      await outbox.createIndex({ endpoint_id: 1, status: 1, seq: 1, rank: 1 }, { name: 'endpoint_status_seq' });
+      await outbox.createIndex({ endpoint_id: 1, key: 1, status: 1, seq: 1 }, { name: 'endpoint_key_status' });
+      const eventId = 'evt_record_created_rec_old_1_64';
+      const body = JSON.stringify({ type: 'record.created', timestamp: new Date(0).toISOString(), data: { feedback_record_id: 'rec_old_1' } });
+      const now = new Date();
+      const old = { _id: `${endpointId}.${eventId}`, endpoint_id: endpointId, event_id: eventId, event_type: 'record.created' as const, key: 'rec_old_1', subject_id: 'rec_old_1', seq: 64, rank: 0, dataset_id: 'ds_old', body, status: 'pending' as const, attempts: 0, created_at: now, updated_at: now };
+      await stack.db.collection<Omit<DeliveryDoc, 'k'>>(COLLECTIONS.webhookOutbox).insertOne(old);
+
+      await stack.startWorker();
+      const names = (await outbox.listIndexes().toArray()).map((i) => String(i['name']));
+      expect(names).to.not.include.members(['endpoint_status_seq', 'endpoint_key_status']);
+      expect(names).to.include.members(['endpoint_record', 'pending_order', 'in_flight']);
+      await eventually(async () => (deduped(receiver).length === 1 ? true : undefined), 20_000, 'the old delivery sent');
+      expect(receiver.received[0]!.body).to.equal(body);
+      expect(deduped(receiver)[0]!.id).to.equal(eventId);
+      await eventually(async () => ((await outbox.findOne({ _id: old._id }))?.status === 'delivered' ? true : undefined), 5_000, 'delivered');
+    } finally {
+      await receiver.close();
+    }
+  });
+});
