@@ -7,9 +7,16 @@
 // "off": RESPONSE_HISTORY_MAX=0 and no definition for the dataset (records stay `submitted`).
 // "on": RESPONSE_HISTORY_MAX=20 (the default) and the definition with `completion: {min_submitted: 2}`.
 // `--modes off,history,rule,on` adds each part alone.
+// `--seed-under-rule`: in the modes with the rule, the seeded records carry the status the worker
+// inserts them with under it (`pending`: one submitted response of two), as in a dataset that had
+// its rule from the start. Without it they are `submitted`, as in a dataset given its rule after
+// they were stored, and the first update of each record in the burst also writes its status.
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { createDatasetAdmin } from '../shared/dataset-admin.js';
+import type { RecordDoc } from '../shared/documents.js';
+import { COLLECTIONS } from '../shared/mongo.js';
 import { startRedis } from '../devkit/servers.js';
 import { buildBurst, buildSeed, DRAIN_DATASET, seedDb } from './lib/drain-writes.js';
 import { fmt } from './lib/report.js';
@@ -38,12 +45,15 @@ const MODES = {
   rule: { env: { RESPONSE_HISTORY_MAX: '0' }, rule: true },
 } as const;
 type Mode = keyof typeof MODES;
+const SEED_UNDER_RULE = argv.includes('--seed-under-rule');
 const modesArg = argv.indexOf('--modes');
 /** `--modes off,on,history,rule`; default off,on. The order alternates by round. */
 const MODE_LIST: Mode[] = modesArg < 0 ? ['off', 'on'] : (argv[modesArg + 1] ?? '').split(',').map((m) => {
   if (!(m in MODES)) throw new Error(`--modes: unknown mode ${m}`);
   return m as Mode;
 });
+
+const LOAD_AT_START = loadavg().map((l) => l.toFixed(2)).join(', ');
 
 async function main(): Promise<void> {
   const store = await startTestStore();
@@ -69,12 +79,14 @@ async function main(): Promise<void> {
               questions: [{ name: 'helpful', type: 'number' }, { name: 'ranking', type: 'ranking', required: false }, { name: 'comment', type: 'text', required: false }],
               completion: { min_submitted: 2 },
             });
+            // Each seeded record has its creator's submitted response alone: one of two.
+            if (SEED_UNDER_RULE) await db.collection<RecordDoc>(COLLECTIONS.records).updateMany({}, { $set: { status: 'pending' } });
           }
           const d = await drainBurst({ redisUrl: redis.url, storeUrl: store.url, mon, dbName: name, burst, seed: base, jobWrites: JOB_WRITES, env: MODES[mode].env });
           const key = `${mix} ${mode}`;
           (rates[key] ??= []).push(d.rate);
           const storeTime = [...d.storeSeconds.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${fmt(v, 1)} s (${d.commands.get(k) ?? 0})`).join(', ');
-          const line = `| ${round} | ${mix} | ${mode} | ${fmt(d.rate)} | ${fmt(d.seconds, 2)} | ${storeTime} | ${d.verified} |`;
+          const line = `| ${round} | ${mix} | ${mode} | ${fmt(d.rate)} | ${fmt(d.cpuUsPerWrite)} | ${fmt(d.seconds, 2)} | ${storeTime} | ${d.verified} |`;
           rows.push(line);
           progress(line);
           await db.dropDatabase();
@@ -99,7 +111,7 @@ async function main(): Promise<void> {
     '',
     `\`node --import tsx bench/completion-ab.ts ${argv.join(' ')}\``.replace(' `', '`'),
     '',
-    `${WRITES} writes per burst, jobs of ${JOB_WRITES}, ${ROUNDS} rounds, each drain on a fresh database seeded with ${BASE_DOCS} documents.`,
+    `${WRITES} writes per burst, jobs of ${JOB_WRITES}, ${ROUNDS} rounds, each drain on a fresh database seeded with ${BASE_DOCS} documents${SEED_UNDER_RULE ? ' (records `pending` in the modes with the rule)' : ''}.`,
     '"on": `RESPONSE_HISTORY_MAX=20` and `completion: {min_submitted: 2}` on the dataset; "off": `RESPONSE_HISTORY_MAX=0`, no definition.',
     '',
     'Median of the rounds (with two rounds, the higher); the per-round ratios below say more on a busy machine.',
@@ -108,8 +120,10 @@ async function main(): Promise<void> {
     '|---|---|---|---|---|',
     ...summary,
     '',
-    '| round | mix | mode | writes/s | s | store seconds by command (commands) | verified |',
-    '|---|---|---|---|---|---|---|',
+    `Load average at the start: ${LOAD_AT_START}; at the end: ${loadavg().map((l) => l.toFixed(2)).join(', ')}. CPU: the bench process's (where the worker runs), user + system, per write.`,
+    '',
+    '| round | mix | mode | writes/s | CPU µs/write | s | store seconds by command (commands) | verified |',
+    '|---|---|---|---|---|---|---|---|',
     ...rows,
     '',
   ].join('\n');

@@ -10,7 +10,7 @@ export type RecordStatus = (typeof RECORD_STATUSES)[number];
  * The documents of `feedback_records` and `feedback_responses` as the worker stores them
  * (worker/documents.ts builds them) and the API reads them (api/reads.ts). Times are the API's
  * acceptance time of the write; a record is never changed after it is inserted, but for its
- * `status` and `completion_token` in a dataset with a completion rule.
+ * `status` (and `completed_seq`) in a dataset with a completion rule.
  */
 export interface RecordDoc {
   _id: string;
@@ -19,11 +19,6 @@ export interface RecordDoc {
   external_id?: string;
   metadata?: Record<string, unknown>;
   status: RecordStatus;
-  /**
-   * The completion recount that owns the status now: every recount sets its own token first and
-   * writes `status` only while the token is still its own (worker/completion.ts).
-   */
-  completion_token?: string;
   /**
    * Under a completion rule, the acceptance order at which the record last became `completed` (the
    * newest submitted response counted then): the order and id of its `record.completed` event. Kept

@@ -19,6 +19,8 @@ export const COLLECTIONS = {
   webhookEndpoints: 'webhook_endpoints',
   /** Webhook events waiting for, or done with, their delivery: one document per (endpoint, event). */
   webhookOutbox: 'webhook_outbox',
+  /** The completion recount that owns each record's status now, by record id (worker/completion.ts). */
+  completionGuards: 'feedback_completion_guards',
 } as const;
 
 export interface MongoHandle {

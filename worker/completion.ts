@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { AnyBulkWriteOperation, Db } from 'mongodb';
 import type { RecordDoc, RecordStatus, ResponseDoc } from '../shared/documents.js';
 import { COLLECTIONS } from '../shared/mongo.js';
+import { outcomesOfBulkError } from './bulk-errors.js';
 import type { CompletionRules } from './completion-rules.js';
 import { storeCall } from './errors.js';
 
@@ -36,17 +37,17 @@ export interface TouchedRecord {
 /** One store round's part of completion: the token its new records are inserted with, then its recount. */
 export interface CompletionRound {
   /**
-   * The status and token a new record of this round is inserted with: its status from its first
-   * response alone (no other response can exist before the record does), the round's token, and
-   * when that is `completed`, `completed_seq` = `seq` (the record write's order). Records of
-   * datasets without a rule: `submitted`, no token.
+   * The status a new record of this round is inserted with: from its first response alone (no
+   * other response can exist before the record does), and when that is `completed`,
+   * `completed_seq` = `seq` (the record write's order). Records of datasets without a rule:
+   * `submitted`.
    */
-  newRecordFields(datasetId: string, firstResponseStatus: string, seq: number): Pick<RecordDoc, 'status' | 'completion_token' | 'completed_seq'>;
+  newRecordFields(datasetId: string, firstResponseStatus: string, seq: number): Pick<RecordDoc, 'status' | 'completed_seq'>;
   /**
    * After the round's responses are stored: recounts `touched` (record id → its dataset and the
    * round's writes to it). `fresh` are records this round inserted whose only response in the
    * round is their first one, which it inserted too: their status from {@link newRecordFields}
-   * stands unless another worker's recount took the record over meanwhile (then they are recounted).
+   * stands unless another worker's recount claimed the record meanwhile (then they are recounted).
    */
   finish(touched: ReadonlyMap<string, TouchedRecord>, fresh: ReadonlySet<string>): Promise<void>;
 }
@@ -82,6 +83,13 @@ export interface CompletionTrackerOptions {
   readonly onCompleting?: (completions: readonly RecordCompletion[]) => Promise<void>;
 }
 
+
+/** The owner of a record's status (`feedback_completion_guards`): the token of the last recount that claimed it. */
+interface GuardDoc {
+  _id: string;
+  token: string;
+}
+
 /**
  * A record's `status` under its dataset's completion rule (`completed` once `min_submitted`
  * distinct annotators have a submitted response; the unique (record, user_id) index makes
@@ -91,27 +99,37 @@ export interface CompletionTrackerOptions {
  * leave a status counted before another worker's response and written after that worker's. The
  * guard, per store round:
  *
- * 1. after the round's responses are stored, set the record's `completion_token` to the round's
- *    token (one unordered command for the round's records);
- * 2. read the records' status and token, and count their submitted responses (one query each);
- * 3. only where the token is still ours and the count gives another status, write the status
- *    with the filter `{_id, completion_token: ours}` (one unordered command).
+ * 1. after the round's responses are stored, claim the records: set their guard's `token`
+ *    (`feedback_completion_guards`, one small document per record, by record id) to a new token
+ *    (one unordered command for the round's records);
+ * 2. read the records' status, and count their submitted responses (one query each);
+ * 3. where the count gives another status, write it (one unordered command);
+ * 4. read the guards of the records written: where the token is no longer ours, another recount
+ *    claimed the record meanwhile and may have read the status before our write, so those records
+ *    go through 1–4 again with a new token.
  *
- * Why that is enough: every stored response is followed by a token write of its worker and then
- * by that worker's count. Take the last token write of a record: its count starts after every
- * response whose token write came before it, that is after every stored response, so it counts
- * them all; and after that token write no other recount can write the status (their filter names
- * an older token). An earlier recount either wrote before that last token write (and is then
- * overwritten, when it differs) or misses. A job run twice, or two workers, or a Redis reset:
- * the status is a function of the stored responses and the rule, whoever counts last.
+ * Why that is enough: every stored response is followed by a claim of its worker and then by that
+ * worker's read and count. Take the last claim L of a record: its count starts after every stored
+ * response, so it counts them all, and its read comes after every status write that came before
+ * L. Any status write after that read is another recount's, whose step 4 comes later still and
+ * sees L's token, so that recount claims again: a later claim than L, which is impossible. So the
+ * status L read, or L's own write, is the last, and L counted everything: the status is a function
+ * of the stored responses and the rule, whoever counts last (a job run twice, two workers, a Redis
+ * reset). A worker that dies between its write and step 4 leaves its job to run again, which
+ * claims and recounts.
+ *
+ * The claim lives in its own collection rather than on the record because every update rewrites
+ * all of a document's index entries on this store (DocumentDB indexes the whole document: no
+ * in-place update), and a record carries six indexes; a guard has its `_id` only. Measured in
+ * docs/annotation.md (What it costs the write path).
  *
  * The common case costs less: a record inserted by the round, whose only response in the round is
- * its first one, is inserted with its status from that response alone and with the round's token
- * (the insert is its token write; no response can precede its record). After the round's
- * responses, step 2 reads its token: still ours, then any other worker's response is stored after
- * that read and its worker's token write and count come later still, so the status stands; taken
- * over, it is recounted with steps 1–3 and a new token (the other recount may have counted before
- * the first response was stored).
+ * its first one, is inserted with its status from that response alone and is not claimed. After
+ * the round's responses, step 2 also reads its guard: none, then no other recount claimed it
+ * before that read (claiming is each recount's first step), and any other worker's response is
+ * stored, claimed and counted after its record was inserted, so that recount sees the inserted
+ * status and corrects it; claimed, it is recounted with steps 1–4 (the other recount may have
+ * counted before the first response was stored).
  *
  * When a record becomes `completed`, step 3 also writes `completed_seq`, the newest order among the
  * submitted responses it counted (a fresh record: its record write's order). Every recount that
@@ -125,6 +143,7 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
   const { db, rules } = options;
   const records = db.collection<RecordDoc>(COLLECTIONS.records);
   const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
+  const guards = db.collection<GuardDoc>(COLLECTIONS.completionGuards);
 
   const newToken = () => randomBytes(12).toString('base64url');
 
@@ -138,17 +157,35 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
     return minOf;
   }
 
-  /**
-   * Token, read and count, conditional write, for `recount` ids (see above); `fresh` ids were
-   * inserted with `token` and are only read: they keep their status while the token is theirs.
-   * Returns the fresh records another recount took over.
-   */
-  async function settle(token: string, minOf: ReadonlyMap<string, number>, touched: ReadonlyMap<string, TouchedRecord>, recount: readonly string[], fresh: readonly string[]): Promise<string[]> {
-    if (recount.length > 0) {
-      await storeCall(() => records.bulkWrite(recount.map((_id) => ({ updateOne: { filter: { _id }, update: { $set: { completion_token: token } } } })), { ordered: false }));
+  /** Step 1: `token` owns the status of `ids` (sorted, so that concurrent claims lock guards in the same order: no deadlock, see updates.ts). */
+  async function claim(token: string, ids: readonly string[]): Promise<void> {
+    let open = ids;
+    while (open.length > 0) {
+      const ops = open.map((_id) => ({ updateOne: { filter: { _id }, update: { $set: { token } }, upsert: true } }));
+      try {
+        await storeCall(() => guards.bulkWrite(ops, { ordered: false }));
+        return;
+      } catch (err) {
+        // Two recounts creating a record's guard at once: one insert loses on the unique _id. The
+        // guard exists now, so that claim goes through as an update when repeated.
+        const outcomes = outcomesOfBulkError(err, ops.length, { applied: (r) => r.matchedCount + r.upsertedCount, ok: 'ok', failed: (code) => (code === 11000 ? 'again' : 'refused') });
+        if (outcomes === undefined || outcomes.includes('refused')) throw err;
+        open = open.filter((_, k) => outcomes[k] === 'again');
+      }
     }
-    const [held, counts] = await Promise.all([
-      storeCall(() => records.find({ _id: { $in: [...recount, ...fresh] } }, { projection: { status: 1, completion_token: 1, completed_seq: 1 } }).toArray()),
+  }
+
+  /**
+   * Claim, read and count, write, check (see above) for `recount` ids; `fresh` ids are only read:
+   * they keep their status while no recount claimed them. `prior` is the status a record had
+   * before an earlier pass of this round wrote it (a change to report, though this pass finds the
+   * status already written). Returns the records to settle again: fresh ones claimed by another
+   * recount, written ones claimed by another recount since.
+   */
+  async function settle(token: string, minOf: ReadonlyMap<string, number>, touched: ReadonlyMap<string, TouchedRecord>, recount: readonly string[], fresh: readonly string[], prior: ReadonlyMap<string, RecordStatus>): Promise<{ again: string[]; prior: Map<string, RecordStatus> }> {
+    if (recount.length > 0) await claim(token, recount);
+    const [held, counts, claimed] = await Promise.all([
+      storeCall(() => records.find({ _id: { $in: [...recount, ...fresh] } }, { projection: { status: 1, completed_seq: 1 } }).toArray()),
       recount.length === 0
         ? Promise.resolve([])
         : storeCall(() =>
@@ -159,64 +196,71 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
               ])
               .toArray(),
           ),
+      fresh.length === 0 ? Promise.resolve([]) : storeCall(() => guards.find({ _id: { $in: [...fresh] } }, { projection: { _id: 1 } }).toArray()),
     ]);
     const submitted = new Map(counts.map((c) => [c._id, c]));
     const isFresh = new Set(fresh);
+    const claimedFresh = new Set(claimed.map((g) => g._id));
     const changes: RecordStatusChange[] = [];
     const reported: RecordStatusChange[] = [];
     const completions: RecordCompletion[] = [];
-    const lost: string[] = [];
+    const again: string[] = [];
     for (const doc of held) {
       const { datasetId, seqs } = touched.get(doc._id)!;
-      if (doc.completion_token !== token) {
-        // Another recount set its token after ours: the status is its to write. A fresh record's
-        // status was set from its first response alone, which that recount may not have seen.
-        if (isFresh.has(doc._id)) lost.push(doc._id);
-        continue;
-      }
       if (isFresh.has(doc._id)) {
-        if (doc.status === 'completed' && doc.completed_seq !== undefined) {
+        // Another recount claimed it: its status was set from its first response alone, which that recount may not have seen.
+        if (claimedFresh.has(doc._id)) again.push(doc._id);
+        else if (doc.status === 'completed' && doc.completed_seq !== undefined) {
           reported.push({ record_id: doc._id, dataset_id: datasetId, previous: 'pending', status: 'completed', seq: doc.completed_seq });
           completions.push({ record_id: doc._id, dataset_id: datasetId, seq: doc.completed_seq });
         }
         continue;
       }
       const count = submitted.get(doc._id);
+      const previous = prior.get(doc._id) ?? doc.status;
       if ((count?.n ?? 0) >= minOf.get(doc._id)!) {
         // Completed at the newest submitted version counted: the write whose storing completed it
         // when the responses were stored in their order, and never before a response it counts.
-        if (doc.status !== 'completed') changes.push({ record_id: doc._id, dataset_id: datasetId, previous: doc.status, status: 'completed', seq: count!.last });
-        else if (doc.completed_seq !== undefined && seqs.includes(doc.completed_seq)) completions.push({ record_id: doc._id, dataset_id: datasetId, seq: doc.completed_seq });
-      } else if (doc.status !== 'pending') changes.push({ record_id: doc._id, dataset_id: datasetId, previous: doc.status, status: 'pending' });
+        const change = { record_id: doc._id, dataset_id: datasetId, previous, status: 'completed', seq: count!.last } as const;
+        if (doc.status !== 'completed') changes.push(change);
+        else {
+          if (doc.completed_seq !== undefined && seqs.includes(doc.completed_seq)) completions.push({ record_id: doc._id, dataset_id: datasetId, seq: doc.completed_seq });
+          if (previous !== 'completed') reported.push({ ...change, seq: doc.completed_seq ?? change.seq });
+        }
+      } else if (doc.status !== 'pending') changes.push({ record_id: doc._id, dataset_id: datasetId, previous, status: 'pending' });
+      else if (previous !== 'pending') reported.push({ record_id: doc._id, dataset_id: datasetId, previous, status: 'pending' });
     }
     for (const c of changes) if (c.status === 'completed') completions.push({ record_id: c.record_id, dataset_id: c.dataset_id, seq: c.seq });
     // Before the status is written: a round that dies after writing it would find no change on its re-run.
     if (completions.length > 0) await options.onCompleting?.(completions);
+    const nextPrior = new Map<string, RecordStatus>();
     if (changes.length > 0) {
       const ops: AnyBulkWriteOperation<RecordDoc>[] = changes.map((c) => ({
-        updateOne: { filter: { _id: c.record_id, completion_token: token }, update: { $set: c.status === 'completed' ? { status: c.status, completed_seq: c.seq } : { status: c.status } } },
+        updateOne: { filter: { _id: c.record_id }, update: { $set: c.status === 'completed' ? { status: c.status, completed_seq: c.seq } : { status: c.status } } },
       }));
-      const result = await storeCall(() => records.bulkWrite(ops, { ordered: false }));
-      let written = changes;
-      if (result.matchedCount < changes.length) {
-        // Some record got a newer token meanwhile (its recount reads the status after it and reports any change).
-        const still = await storeCall(() => records.find({ _id: { $in: changes.map((c) => c.record_id) }, completion_token: token }, { projection: { _id: 1 } }).toArray());
-        const ours = new Set(still.map((d) => d._id));
-        written = changes.filter((c) => ours.has(c.record_id));
+      await storeCall(() => records.bulkWrite(ops, { ordered: false }));
+      // Step 4: a record claimed since our claim may have been read before this write by the recount that claimed it.
+      const still = await storeCall(() => guards.find({ _id: { $in: changes.map((c) => c.record_id) }, token }, { projection: { _id: 1 } }).toArray());
+      const ours = new Set(still.map((d) => d._id));
+      for (const c of changes) {
+        if (ours.has(c.record_id)) reported.push(c);
+        else {
+          again.push(c.record_id);
+          nextPrior.set(c.record_id, c.previous);
+        }
       }
-      reported.push(...written);
     }
     if (reported.length > 0) await options.onStatusChanged?.(reported);
-    return lost;
+    return { again, prior: nextPrior };
   }
 
   async function finish(token: string, touched: ReadonlyMap<string, TouchedRecord>, fresh: ReadonlySet<string>): Promise<void> {
     const minOf = ruled(touched);
     if (minOf.size === 0) return;
-    // Sorted: concurrent recounts then lock the records they take in the same order (no deadlock, see updates.ts).
     const recount = [...minOf.keys()].filter((id) => !fresh.has(id)).sort();
-    const lost = await settle(token, minOf, touched, recount, [...minOf.keys()].filter((id) => fresh.has(id)));
-    if (lost.length > 0) await settle(newToken(), minOf, touched, lost.sort(), []);
+    let pass = await settle(token, minOf, touched, recount, [...minOf.keys()].filter((id) => fresh.has(id)), new Map());
+    // Each pass again follows another recount's claim of the same record: it ends when they do.
+    while (pass.again.length > 0) pass = await settle(newToken(), minOf, touched, pass.again.sort(), [], pass.prior);
   }
 
   return {
@@ -226,8 +270,8 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
         newRecordFields(datasetId, firstResponseStatus, seq) {
           const rule = rules.ruleOf(datasetId);
           if (rule === undefined) return { status: 'submitted' };
-          if (firstResponseStatus === 'submitted' && rule.min_submitted <= 1) return { status: 'completed', completion_token: token, completed_seq: seq };
-          return { status: 'pending', completion_token: token };
+          if (firstResponseStatus === 'submitted' && rule.min_submitted <= 1) return { status: 'completed', completed_seq: seq };
+          return { status: 'pending' };
         },
         finish: (touched, fresh) => finish(token, touched, fresh),
       };

@@ -44,6 +44,9 @@ export class IndexSetupError extends Error {
  * caller retries) and {@link IndexSetupError} for anything else (the caller stops).
  */
 export async function ensureIndexes(db: Db): Promise<void> {
+  // Indexed by _id alone, so no index above creates it: created here rather than by the first
+  // recounts' upserts, which several workers may run at once.
+  await ensureCollection(db, COLLECTIONS.completionGuards);
   for (const { collection, index } of INDEXES) {
     try {
       await db.collection(collection).createIndexes([index]);
@@ -51,5 +54,16 @@ export async function ensureIndexes(db: Db): Promise<void> {
       if (isTransientMongoError(err)) throw new TransientStoreError(err);
       throw new IndexSetupError(collection, index.name ?? 'index', err);
     }
+  }
+}
+
+async function ensureCollection(db: Db, name: string): Promise<void> {
+  try {
+    await db.createCollection(name);
+  } catch (err) {
+    // NamespaceExists: created earlier, or by another worker starting at the same time.
+    if ((err as { code?: unknown }).code === 48) return;
+    if (isTransientMongoError(err)) throw new TransientStoreError(err);
+    throw new IndexSetupError(name, '_id', err);
   }
 }

@@ -139,15 +139,16 @@ describe('record completion (worker/completion.ts) on the real store', () => {
    * The interleaving the guard is for, made to happen: recount A counts (2 submitted: completed)
    * and its status write is held; meanwhile B stores a later version of one of those responses
    * (a draft) and recounts (1 submitted: pending, as stored, so B writes nothing); then A's write
-   * goes. A counted before B's response and would write after it: its token is no longer the
-   * record's, so its write must miss. Drop the token filter and the record ends `completed`.
+   * goes. A counted before B's response and wrote after it: its check after the write finds B's
+   * claim, so A must recount (1 submitted: pending) and write again. Drop that check and the
+   * record ends `completed`.
    */
   it('a recount that counted before another worker\'s response and writes after that worker\'s recount does not win', async () => {
     const rules = { ruleOf: () => ({ min_submitted: 2 }) };
     await createFeedbackWriter({ db, logger: silentLogger, completion: createCompletionTracker({ db, rules }) }).write([recordWrite(1)]);
     const g = gate();
-    // The records collection's second bulkWrite of A's recount is its status write (the first is its token write).
-    const writerA = createFeedbackWriter({ db, logger: silentLogger, completion: createCompletionTracker({ db: holdingCall(db, COLLECTIONS.records, 'bulkWrite', 2, g.onHeld, g.released), rules }) });
+    // A's recount's first bulkWrite on the records is its status write (its claim goes to the guards).
+    const writerA = createFeedbackWriter({ db, logger: silentLogger, completion: createCompletionTracker({ db: holdingCall(db, COLLECTIONS.records, 'bulkWrite', 1, g.onHeld, g.released), rules }) });
     const writerB = createFeedbackWriter({ db, logger: silentLogger, completion: createCompletionTracker({ db, rules }) });
 
     const roundA = writerA.write([responseWrite(1, 1, 1, 'submitted')]);
@@ -163,8 +164,8 @@ describe('record completion (worker/completion.ts) on the real store', () => {
    * The short path of a new record, made to race: A inserts the record (status from its first
    * response alone: pending) and its first response is held; B stores another annotator's
    * submitted response and recounts (1 submitted: pending, nothing to write); then A's first
-   * response goes. B's token replaced A's, so A must recount (2 submitted: completed). Trust the
-   * status set at insert whatever the token says and the record stays `pending`.
+   * response goes. B claimed the record, so A must recount (2 submitted: completed). Trust the
+   * status set at insert whatever the guard says and the record stays `pending`.
    */
   it("a new record's status set at insert is recounted when another worker's recount took the record over before its first response was stored", async () => {
     const rules = { ruleOf: () => ({ min_submitted: 2 }) };
@@ -219,7 +220,8 @@ const WORKERS = 3;
  * worker's response was visible and wrote its status after that worker's must not win (the proxy's
  * long holds make that interleaving happen: without the guard, wrong statuses were seen in most runs). Each
  * annotator's last version decides (submitted or not, by a seeded draw), so the right status of
- * every record is known; drop the token filter from worker/completion.ts and this fails.
+ * every record is known; drop the check after the status write (step 4 in worker/completion.ts)
+ * and this fails.
  */
 describe('worker processes racing on the same records (completion status)', function () {
   this.timeout(300_000);
