@@ -56,6 +56,21 @@ export function createEraser(options: EraserOptions): Eraser {
   const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
   const suggestions = db.collection<SuggestionDoc>(COLLECTIONS.suggestions);
   const deadLetters = db.collection<DeadLetter>(COLLECTIONS.deadLetters);
+  const completionGuards = db.collection<{ _id: string }>(COLLECTIONS.completionGuards);
+
+  /**
+   * Removes records whose responses are gone, with what hangs on them: their outbox events (the
+   * hook, first), their suggestions, their completion guards (worker/completion.ts: an id and a
+   * token, nothing of the user's, removed so the collection does not keep ids of records that
+   * are gone). Returns how many records went.
+   */
+  async function removeRecords(ids: readonly string[]): Promise<number> {
+    await options.removingRecords?.(ids);
+    await storeCall(() => suggestions.deleteMany({ feedback_record_id: { $in: [...ids] } }));
+    const removed = (await storeCall(() => records.deleteMany({ _id: { $in: [...ids] } }))).deletedCount;
+    await storeCall(() => completionGuards.deleteMany({ _id: { $in: [...ids] } }));
+    return removed;
+  }
 
   /**
    * Removes the responses `filter` matches, a page at a time; returns how many. Each page is
@@ -91,9 +106,7 @@ export function createEraser(options: EraserOptions): Eraser {
         if (page.length === 0) break;
         const ids = page.map((r) => r._id);
         counts.responses += await removeResponses({ feedback_record_id: { $in: ids } }, erasure);
-        await options.removingRecords?.(ids);
-        await storeCall(() => suggestions.deleteMany({ feedback_record_id: { $in: ids } }));
-        counts.records += (await storeCall(() => records.deleteMany({ _id: { $in: ids } }))).deletedCount;
+        counts.records += await removeRecords(ids);
         erasedRecords.push(...ids);
       }
     }
@@ -115,9 +128,7 @@ export function createEraser(options: EraserOptions): Eraser {
       const answered = new Set(await storeCall(() => responses.distinct('feedback_record_id', { feedback_record_id: { $in: ids } })));
       const orphans = ids.filter((id) => !answered.has(id));
       if (orphans.length > 0) {
-        await options.removingRecords?.(orphans);
-        await storeCall(() => suggestions.deleteMany({ feedback_record_id: { $in: orphans } }));
-        counts.records += (await storeCall(() => records.deleteMany({ _id: { $in: orphans } }))).deletedCount;
+        counts.records += await removeRecords(orphans);
         erasedRecords.push(...orphans);
       }
     }

@@ -116,10 +116,14 @@ describe('POST /admin/erasures (ordered erasure)', () => {
     expect(await responses(stack.db).countDocuments({ user_id: 'carol' })).to.equal(0);
 
     // dave's only response goes; his record has no other: created_and_orphaned removes it too, but keeps bob's.
+    // Both records hold a completion guard (a recount's claim, worker/completion.ts): the removed record's goes with it.
+    const guards = stack.db.collection<{ _id: string; token: string }>(COLLECTIONS.completionGuards);
+    await guards.insertMany([{ _id: onlyCarol.body.feedback_record_id, token: 't1' }, { _id: bobs.body.feedback_record_id, token: 't2' }]);
     const orphaned = await erase(stack, { user_id: 'dave', records: 'created_and_orphaned' });
     await done(stack, orphaned);
     expect(await records(stack.db).countDocuments({ _id: onlyCarol.body.feedback_record_id })).to.equal(0);
     expect(await records(stack.db).countDocuments({ _id: bobs.body.feedback_record_id })).to.equal(1);
+    expect((await guards.find({}).toArray()).map((g) => g._id)).to.deep.equal([bobs.body.feedback_record_id]);
 
     // An erasure limited to other datasets leaves bob alone.
     const scoped = await erase(stack, { user_id: 'bob', datasets: ['ds_other'] });
