@@ -1,5 +1,5 @@
 import { MongoBulkWriteError, type BulkWriteResult } from 'mongodb';
-import { TRANSIENT_CODES } from './errors.js';
+import { isStoreConnectionLoss, TRANSIENT_CODES } from './errors.js';
 
 /*
  * What each operation of a failed unordered bulk command (insertMany, bulkWrite) did, from the
@@ -32,6 +32,8 @@ export function outcomesOfBulkError<T>(
   // not refused: the caller repeats the operations one at a time, and a lone one that still
   // meets it pauses the queue as any outage does.
   if (writeErrors.some((e) => TRANSIENT_CODES.has(e.code))) return undefined;
+  // An operation cut off by the store losing its backend is not refused either: the whole command is an outage.
+  if (writeErrors.some((e) => isStoreConnectionLoss(e.code, e.errmsg ?? ''))) return undefined;
   const outcomes: T[] = new Array<T>(count).fill(options.ok);
   for (const e of writeErrors) {
     if (e.index >= 0 && e.index < count) outcomes[e.index] = options.failed(e.code, e.errmsg ?? `store error ${e.code}`);

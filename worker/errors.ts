@@ -47,6 +47,23 @@ export const TRANSIENT_CODES: ReadonlySet<number> = new Set([
   ...STORE_TRANSIENT_SQLSTATES.map((s) => sqlStateCode(s)),
 ]);
 
+/**
+ * A DocumentDB-based store (FerretDB v2) that lost its PostgreSQL connection answers with code 1
+ * (InternalError) and the text of the connection's failure, not with a SQLSTATE: a backend killed
+ * or crashed mid-command (`unexpected EOF`), the cluster restarting after a backend crash (`the
+ * database system is in recovery mode`, `... is not yet accepting connections`), a backend
+ * terminated (`terminating connection due to administrator command`), or not reachable at all.
+ * Seen on FerretDB v2.5.0 with a PostgreSQL backend killed under load (session note of
+ * 2026-11-26); read as refusals, such a restart would fail every job's attempts in turn and
+ * dead-letter their writes.
+ */
+const STORE_CONNECTION_LOST = /unexpected EOF|the database system is (?:in recovery mode|not yet accepting connections|shutting down|starting up)|terminating connection|server closed the connection|connection (?:refused|reset)|broken pipe|conn closed|failed to connect/i;
+
+/** True for a store error code and message that say the store lost its own backend, not that it refused the data. */
+export function isStoreConnectionLoss(code: number | undefined, message: string): boolean {
+  return (code === 1 || code === undefined) && STORE_CONNECTION_LOST.test(message);
+}
+
 /** Labels the server or the driver puts on errors that a retry may cure. */
 const TRANSIENT_LABELS = ['RetryableWriteError', 'TransientTransactionError', 'ResetPool', 'NoWritesPerformed'] as const;
 
@@ -73,6 +90,7 @@ export function isTransientMongoError(err: unknown): boolean {
   if (err instanceof MongoError) {
     if (TRANSIENT_LABELS.some((label) => err.hasErrorLabel(label))) return true;
     if (typeof err.code === 'number' && TRANSIENT_CODES.has(err.code)) return true;
+    if (isStoreConnectionLoss(typeof err.code === 'number' ? err.code : undefined, err.message)) return true;
     const name = err.name;
     if (name === 'MongoTopologyClosedError' || name === 'MongoNotConnectedError' || name === 'MongoPoolClearedError' || name === 'MongoOperationTimeoutError') return true;
     return false;

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { MongoBulkWriteError, MongoNetworkError, MongoServerError, MongoWriteConcernError, type BulkWriteResult } from 'mongodb';
 import { isTransientMongoError, sqlStateCode, TRANSIENT_CODES } from '../../worker/errors.js';
+import { insertOutcomes } from '../../worker/inserts.js';
 
 /**
  * The parts of a BulkWriteResult the classification and the writer read (the driver does not
@@ -66,6 +67,21 @@ describe('store error classification (worker/errors.ts)', () => {
     const result = bulkResult({ writeErrors: [{ index: 0, code: 11000, errmsg: 'dup' }, { index: 1, code: 2, errmsg: 'bad value' }], nInserted: 1 });
     const err = new MongoBulkWriteError({ message: 'dup', code: 11000, writeErrors: result.getWriteErrors() } as never, result);
     expect(isTransientMongoError(err)).to.equal(false);
+  });
+
+  it('FerretDB v2 losing its PostgreSQL backend (code 1 and the connection\'s failure, as seen with a backend killed under load) is transient, as a command error and as a bulk error', () => {
+    const seen = ['unexpected EOF', 'the database system is in recovery mode', 'the database system is not yet accepting connections', 'terminating connection due to administrator command', 'the database system is shutting down'];
+    for (const errmsg of seen) {
+      expect(isTransientMongoError(new MongoServerError({ ok: 0, code: 1, errmsg } as never)), errmsg).to.equal(true);
+      // As the stand-in answered an insertMany: a bulk error with no per-document errors.
+      const empty = bulkResult({});
+      expect(isTransientMongoError(new MongoBulkWriteError({ message: errmsg, code: 1, writeErrors: [] } as never, empty)), `bulk: ${errmsg}`).to.equal(true);
+      // And should it report the loss per document: not a refusal of those documents.
+      const perDoc = bulkResult({ writeErrors: [{ index: 0, code: 1, errmsg }], nInserted: 1 });
+      expect(insertOutcomes(new MongoBulkWriteError({ message: errmsg, code: 1, writeErrors: perDoc.getWriteErrors() } as never, perDoc), 2), `per document: ${errmsg}`).to.equal(undefined);
+    }
+    // Code 1 with any other text stays a refusal: the store's own internal error about the data.
+    expect(isTransientMongoError(new MongoServerError({ ok: 0, code: 1, errmsg: 'invalid document' } as never))).to.equal(false);
   });
 
   it('refusals of the data and bugs are not transient', () => {
