@@ -13,7 +13,7 @@ import { runLoad } from './lib/load.js';
 import { parseArgs } from './lib/options.js';
 import { hasWrk, runWrk } from './lib/wrk.js';
 import { killAllSync, spawnProc, stopAll, type Proc } from './lib/procs.js';
-import { fmt, median, renderMarkdown, renderSvg, roundRatios, starvedIn, summarize } from './lib/report.js';
+import { basisLabel, fmt, median, renderMarkdown, renderSvg, roundRatios, starvedIn, summarize } from './lib/report.js';
 import { freePort, startFerretDbServer, startRedisServer, waitForPort } from './lib/services.js';
 import type { BenchResult, BurstResult, Round, ScaleResult, SustainedResult } from './lib/types.js';
 import { checkFatal, connectStore, drainWithin, mixFor, progress, ROOT, SEED_RECORDS, serverOf, setFatal, sleep, STARTED, until, type Ctx } from './lib/runner.js';
@@ -242,13 +242,15 @@ async function main(): Promise<void> {
     }
 
     if (opts.sustainedS > 0) {
-      // Half of what the API alone accepted in this run's rounds (design project, worker paused).
-      const maxAccept = median(rounds.map((r) => r.runs.project?.rps));
-      if (maxAccept === undefined || maxAccept <= 0) {
-        sustainedSkipped = 'no accept round of design project in this run to take the max accept rate from (add project to --designs)';
+      // Half of what the API alone accepted in this run's rounds (design project, worker paused),
+      // or of the rate at which the worker alone drained what those rounds queued.
+      const of = opts.sustainedOf;
+      const basis = median(rounds.map((r) => (of === 'accept' ? r.runs.project?.rps : r.drain?.rate)));
+      if (basis === undefined || !(basis > 0)) {
+        sustainedSkipped = `no accept round of design project in this run to take ${basisLabel(of)} from (add project to --designs)`;
         progress(`sustained: skipped, ${sustainedSkipped}`);
       } else {
-        sustained = await runSustained(ctx, opts.sustainedS, maxAccept);
+        sustained = await runSustained(ctx, opts.sustainedS, { of, rps: basis });
       }
     }
 

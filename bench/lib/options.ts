@@ -17,6 +17,8 @@ export interface Options {
   burstDrainS: number;
   /** Seconds of the sustained scenario (0 skips it). */
   sustainedS: number;
+  /** What its rate is half of: the API's max accept rate, or the worker's drain rate alone (both from this run's rounds). */
+  sustainedOf: 'accept' | 'store';
   /** Seconds of each accept run of the scale scenario (0 skips it). */
   scaleS: number;
   env: Record<string, string>;
@@ -63,6 +65,8 @@ const HELP = `usage: npm run bench -- [options]
   --sustained S           seconds of load at half the project's max accept rate (the median of its
                           accept rounds in this run) with the worker live, sampling the backlog
                           every second (default 60; 0 skips it)
+  --sustained-of store    offer half the rate at which the worker alone drained this run's rounds
+                          instead (what the store takes: shows the lag when the store keeps up)
   --scale S               seconds of each accept run of the scale scenario (default 10, --quick 3;
                           0 skips it): WEB_CONCURRENCY=2 against 1, then the writes each queued
                           drained by 2 worker processes against 1, alternating, --rounds rounds
@@ -134,6 +138,7 @@ export function parseArgs(argv: readonly string[]): Options {
     drainS: quick ? 10 : 15,
     burstDrainS: quick ? 15 : 120,
     sustainedS: quick ? 10 : 60,
+    sustainedOf: 'accept',
     scaleS: quick ? 3 : 10,
     env: {},
     cpuProf: false,
@@ -176,6 +181,12 @@ export function parseArgs(argv: readonly string[]): Options {
         const g = next();
         if (g !== 'wrk' && g !== 'autocannon') throw new Error('--loadgen must be wrk or autocannon');
         o.loadgen = g;
+        break;
+      }
+      case '--sustained-of': {
+        const of = next();
+        if (of !== 'accept' && of !== 'store') throw new Error('--sustained-of must be accept or store');
+        o.sustainedOf = of;
         break;
       }
       case '--ab': {

@@ -169,7 +169,9 @@ export interface SustainedResult {
   readonly seconds: number;
   /** Seconds the load generator ran. */
   readonly durationS: number;
-  /** The project's max accept rate in this run: median accepted req/s of its accept rounds (worker paused). */
+  /** What the rate is half of: `accept`, the project's max accept rate in this run (median accepted req/s of its accept rounds, worker paused); `store`, the median rate at which its worker alone drained those rounds. */
+  readonly basisOf: 'accept' | 'store';
+  /** That rate, req/s (writes/s for `store`). */
   readonly maxAcceptRps: number;
   /** Half of it: the rate asked of autocannon (`overallRate`). */
   readonly targetRps: number;

@@ -4,7 +4,7 @@
 // up with a steady production-like load on the same cores, and what end-to-end lag that costs.
 import { runLoad } from '../lib/load.js';
 import { bucketQuantile, bucketsDiff } from '../lib/prom.js';
-import { fmt } from '../lib/report.js';
+import { basisLabel, fmt } from '../lib/report.js';
 import type { SustainedResult } from '../lib/types.js';
 import { backlogJobs, checkFatal, drainWithin, mixFor, now, processed, progress, server200s, sleep, waitProjectIdle, workerScrape, type Ctx } from '../lib/runner.js';
 import { resetProject } from './seed.js';
@@ -25,13 +25,20 @@ function boundedness(samples: readonly number[]): { firstThirdMax: number; lastT
   return { firstThirdMax, lastThirdMax, bounded: samples.length > 0 && lastThirdMax <= BOUND_FACTOR * firstThirdMax + BOUND_SLACK_JOBS };
 }
 
-export async function runSustained(ctx: Ctx, seconds: number, maxAcceptRps: number): Promise<SustainedResult> {
+/** What the offered rate is half of: the API's max accept rate, or the worker's drain rate alone (`--sustained-of`). */
+export interface SustainedBasis {
+  readonly of: 'accept' | 'store';
+  readonly rps: number;
+}
+
+export async function runSustained(ctx: Ctx, seconds: number, basis: SustainedBasis): Promise<SustainedResult> {
+  const maxAcceptRps = basis.rps;
   await waitProjectIdle(ctx);
   checkFatal();
   const targetRps = maxAcceptRps * SUSTAINED_SHARE;
   const connections = Math.min(ctx.opts.connections, Math.max(1, Math.round(targetRps)));
   const mix = mixFor(ctx, 'bench_sustained');
-  progress(`sustained: ${fmt(targetRps)} req/s (half of ${fmt(maxAcceptRps)}) for ${seconds} s from ${connections} connections, worker live`);
+  progress(`sustained: ${fmt(targetRps)} req/s (half of ${basisLabel(basis.of)}, ${fmt(maxAcceptRps)}) for ${seconds} s from ${connections} connections, worker live`);
   const s0 = await server200s(ctx, 'project');
   const w0 = await workerScrape(ctx);
   const jobs: number[] = [];
@@ -71,6 +78,7 @@ export async function runSustained(ctx: Ctx, seconds: number, maxAcceptRps: numb
   const result: SustainedResult = {
     seconds,
     durationS: load.durationS,
+    basisOf: basis.of,
     maxAcceptRps,
     targetRps,
     connections,
