@@ -3,33 +3,26 @@ import { createGroupCommit } from '../shared/group-commit.js';
 import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import {
-  firstResponseDoc,
   isRecordWrite,
   isResponseWrite,
   isSuggestionWrite,
   carriesResponse,
   recordDoc,
-  responseUpdate,
-  type ResponseCarrying,
   type SequencedWrite,
 } from './documents.js';
 import type { RecordDoc, ResponseDoc, SuggestionDoc } from '../shared/documents.js';
-import { writeTargetId } from '../shared/writes.js';
+import { createResponseRound, type ResponseNotes } from './response-round.js';
 import { createSuggestionRound, type SuggestionChange } from './suggestions.js';
 import { insertNew } from './inserts.js';
 import { createRecordLookup } from './record-lookup.js';
-import { applyUpdates, type UpdateOutcome } from './updates.js';
 import type { CompletionRound, CompletionTracker, TouchedRecord } from './completion.js';
-import { responseUpdateWithHistory } from './response-history.js';
 import { NO_TOMBSTONES, type ErasureGuard, type Tombstone } from './erasure-guard.js';
 import type { RoundEvents } from './round-events.js';
 
 /** What a round stored, for its webhook events (worker/round-events.ts); kept only while some endpoint is subscribed. */
-interface RoundNotes {
+interface RoundNotes extends ResponseNotes {
   /** Record writes whose record is stored, with the document the round inserted (its completion status included). */
   records: { index: number; doc: RecordDoc }[];
-  insertedResponses: number[];
-  maybeStored: number[];
 }
 
 /** What became of one write. */
@@ -82,6 +75,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
   const records = db.collection<RecordDoc>(COLLECTIONS.records);
   const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
   const lookup = createRecordLookup({ records, capacity: options.recordCacheSize ?? 100_000 });
+  const responseRound = createResponseRound({ responses, logger, historyMax: options.historyMax ?? 0 });
   const suggestionRound = createSuggestionRound({ suggestions: db.collection<SuggestionDoc>(COLLECTIONS.suggestions), onStored: options.onSuggestionsStored });
 
   /**
@@ -125,7 +119,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     }
 
     // Suggestions go in their own commands beside the responses' (worker/suggestions.ts).
-    const [suggested] = await Promise.all([suggestionRound.store(items, datasets, (i) => results[i] === undefined), storeResponses(items, results, datasets, notes)]);
+    const [suggested] = await Promise.all([suggestionRound.store(items, datasets, (i) => results[i] === undefined), responseRound.store(items, results, datasets, notes)]);
     for (const [i, outcome] of suggested) {
       if (isSuggestionWrite(items[i]!)) results[i] = outcome.kind === 'stale' ? { kind: 'stale', newer: undefined } : outcome;
       else if (outcome.kind === 'rejected' && results[i]?.kind !== 'rejected') results[i] = outcome;
@@ -144,38 +138,6 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       // A record whose first response lost to a later version of it is stored all the same.
       return r.kind === 'stale' && isRecordWrite(items[i]!) ? STORED : r;
     });
-  }
-
-  /** Per response, the newest version of the round; when the store refuses it, the next older one. */
-  async function storeResponses(items: readonly SequencedWrite[], results: (WriteResult | undefined)[], datasets: ReadonlyMap<string, string>, notes: RoundNotes | undefined): Promise<void> {
-    let open = candidatesByResponse(items, results);
-    while (open.length > 0) {
-      const outcomes = await writeNewest(items, open, datasets, notes);
-      const next: number[][] = [];
-      open.forEach((candidates, k) => {
-        const [top, ...older] = candidates as [number, ...number[]];
-        const outcome = outcomes[k]!;
-        if (outcome.kind === 'rejected') {
-          results[top] = outcome;
-          if (older.length > 0) next.push(older);
-          return;
-        }
-        if (outcome.kind === 'applied') {
-          results[top] = STORED;
-          for (const i of older) {
-            results[i] = { kind: 'stale', newer: items[top]!.seq };
-            logStale(items[i]!, items[top]!.seq);
-          }
-        } else {
-          // The store holds a version newer than the newest here: every candidate lost to it.
-          for (const i of candidates) {
-            results[i] = { kind: 'stale', newer: undefined };
-            void logStoredNewer(items[i]!);
-          }
-        }
-      });
-      open = next;
-    }
   }
 
   /**
@@ -238,67 +200,6 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
       }
       if (outcome.kind === 'inserted') inserted.add(item.write.record_id);
     });
-  }
-
-  /** Per response id, the writes still to decide, newest first. */
-  function candidatesByResponse(items: readonly SequencedWrite[], results: readonly (WriteResult | undefined)[]): number[][] {
-    const byResponse = new Map<string, number[]>();
-    for (const [i, item] of items.entries()) {
-      if (results[i] !== undefined || !carriesResponse(item)) continue;
-      const list = byResponse.get(item.write.response_id);
-      if (list === undefined) byResponse.set(item.write.response_id, [i]);
-      else list.push(i);
-    }
-    return [...byResponse.values()].map((list) => list.sort((a, b) => items[b]!.seq - items[a]!.seq));
-  }
-
-  /** Writes the newest candidate of each response: first responses by insert, the rest by conditional upsert. */
-  async function writeNewest(items: readonly SequencedWrite[], open: readonly number[][], datasets: ReadonlyMap<string, string>, notes: RoundNotes | undefined): Promise<UpdateOutcome[]> {
-    const outcomes: UpdateOutcome[] = new Array<UpdateOutcome>(open.length);
-    const firsts: { k: number; doc: ResponseDoc }[] = [];
-    const updates: number[] = [];
-    open.forEach((candidates, k) => {
-      const top = items[candidates[0]!]!;
-      if (isRecordWrite(top)) firsts.push({ k, doc: firstResponseDoc(top) });
-      else updates.push(k);
-    });
-
-    const inserted = await insertNew(responses, firsts.map((f) => f.doc));
-    firsts.forEach(({ k }, n) => {
-      const o = inserted[n]!;
-      if (o.kind === 'inserted') notes?.insertedResponses.push(open[k]![0]!);
-      else if (o.kind === 'present') notes?.maybeStored.push(open[k]![0]!);
-      // Present: the pair's first version is stored already, or a later one; either way ours is not needed.
-      outcomes[k] = o.kind === 'inserted' ? { kind: 'applied' } : o.kind === 'present' ? { kind: 'stale' } : o;
-    });
-    if (updates.length === 0) return outcomes;
-
-    const opOf = (k: number) => {
-      const candidates = open[k]!;
-      const top = items[candidates[0]!]! as ResponseCarrying;
-      const createdAt = Math.min(...candidates.map((i) => items[i]!.write.accepted_at));
-      const datasetId = datasets.get(top.write.record_id) ?? (isRecordWrite(top) ? top.write.record.feedback_dataset_id : '');
-      const historyMax = options.historyMax ?? 0;
-      if (historyMax > 0) return responseUpdateWithHistory(top, candidates.slice(1).map((i) => items[i]! as ResponseCarrying), datasetId, createdAt, historyMax);
-      return responseUpdate(top, datasetId, createdAt);
-    };
-    const applied = await applyUpdates(responses, updates.map(opOf));
-    updates.forEach((k, n) => {
-      outcomes[k] = applied[n]!;
-      if (applied[n]!.kind === 'applied') notes?.maybeStored.push(open[k]![0]!);
-    });
-    return outcomes;
-  }
-
-  function logStale(item: SequencedWrite, newer: number): void {
-    logger.debug({ response_id: writeTargetId(item.write), request_id: item.write.request_id, stale_seq: item.seq, stored_seq: newer }, 'update dropped: a later-accepted version is stored');
-  }
-
-  /** The stored order is read only when debug logging is on: it costs a read. */
-  async function logStoredNewer(item: SequencedWrite): Promise<void> {
-    if (!logger.isLevelEnabled('debug')) return;
-    const stored = await responses.findOne({ _id: writeTargetId(item.write) }, { projection: { seq: 1 } }).catch(() => null);
-    logStale(item, stored?.seq ?? Number.NaN);
   }
 
   const rounds = createGroupCommit<readonly SequencedWrite[], WriteResult[]>({
