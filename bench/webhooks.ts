@@ -87,6 +87,9 @@ async function main(): Promise<void> {
           row.cpuAll = (cpu.user + cpu.system) / WRITES;
           row.storeAll = ((storeCpuSeconds(store.postgresPort) - storeCpu0) * 1e6) / WRITES;
           if (receivedIds.size < events) progress(`only ${receivedIds.size} of ${events} events delivered after 600 s`);
+          // The store's work between the drain's end and the last delivery: delivering only.
+          const commands = mon.take();
+          progress(`round ${round}: after the drain until every event was delivered: ${countsText(commands)}; store seconds: ${[...mon.lastSeconds()].sort((a, b) => b[1] - a[1]).map(([k, x]) => `${k} ${fmt(x, 1)}`).join(', ')}`);
         };
         const d = await drainBurst({ redisUrl: redis.url, storeUrl: store.url, mon, dbName: db, burst, seed: base, afterDrain, ...(variant === 'on' ? { webhookUrl: url } : {}) });
         row[variant] = d.rate;
