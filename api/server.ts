@@ -9,7 +9,7 @@ import { createIdMinter } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
 import { createWriteQueues, type WriteQueue, type WriteQueues } from '../shared/queue.js';
 import { checkEvictionPolicy, checkPersistence, createRedis, type RedisClient } from '../shared/redis.js';
-import { appKeyPrefix } from '../shared/redis-keys.js';
+import { appKeyPrefix, webhookLeaseKey } from '../shared/redis-keys.js';
 import { waitForReplicas } from '../shared/replication.js';
 import { createApp } from './app.js';
 import { createBacklogMonitor } from './backlog.js';
@@ -34,6 +34,7 @@ import { createOrderClock } from '../shared/order-clock.js';
 import { createOrderFloor } from './order-floor.js';
 import { createFeedbackTokens } from './feedback-tokens.js';
 import { createWebhookAdmin } from '../shared/webhook-admin.js';
+import { createDeliveryLeases } from '../shared/webhook-leases.js';
 
 /** How often each API process persists the highest acceptance order it minted, ms. */
 const ORDER_FLOOR_PERSIST_MS = 1_000;
@@ -143,7 +144,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
       erasures: erasureCollection(mongo.db),
       datasets: { gate: datasetGate, admin: datasetAdmin, registry: datasetStore, reload: () => datasetStore.refresh() },
       deadLetters: createDeadLetterAdmin({ db: mongo.db, queues, compression: config.queueCompression }),
-      webhooks: { admin: createWebhookAdmin({ db: primaryDb(mongo) }), allowInsecure: config.webhooksAllowInsecure, timeoutMs: config.webhookTimeoutMs },
+      webhooks: { admin: createWebhookAdmin({ db: primaryDb(mongo), leases: createDeliveryLeases({ redis, key: (id) => webhookLeaseKey(config, id) }) }), allowInsecure: config.webhooksAllowInsecure, timeoutMs: config.webhookTimeoutMs },
       feedbackTokens: {
         tokens: createFeedbackTokens({ secrets: config.idSigningSecrets, defaultTtlSeconds: config.feedbackTokenTtlSeconds, maxTtlSeconds: config.feedbackTokenMaxTtlSeconds }),
         maxTtlSeconds: config.feedbackTokenMaxTtlSeconds,

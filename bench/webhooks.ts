@@ -43,10 +43,13 @@ const median = (xs: readonly number[]) => {
 async function main(): Promise<void> {
   progress(`writes ${WRITES}, rounds ${ROUNDS}`);
   let received = 0;
+  // Distinct webhook-ids received: every event delivered once it holds as many as the outbox.
+  const receivedIds = new Set<string>();
   const receiver = createServer((req, res) => {
     req.resume();
     req.on('end', () => {
       received++;
+      receivedIds.add(String(req.headers['webhook-id']));
       res.writeHead(200).end();
     });
   });
@@ -55,29 +58,50 @@ async function main(): Promise<void> {
   const store = await startTestStore();
   const redis = await startRedis();
   const mon = await monitoredClient(store.url);
-  const rows: { round: number; off: number; on: number; events: number; cpuOff: number; cpuOn: number; storeOff: number; storeOn: number; cmdOff: number; cmdOn: number }[] = [];
+  const rows: { round: number; off: number; on: number; events: number; cpuOff: number; cpuOn: number; storeOff: number; storeOn: number; cmdOff: number; cmdOn: number; deliveredInDrain: number; allDeliveredS: number; cpuAll: number; storeAll: number }[] = [];
   const commandsOn = new Map<string, number>();
   try {
     const base = buildSeed(BASE_DOCS);
     let n = 0;
     for (let round = 1; round <= ROUNDS; round++) {
       const burst = buildBurst(WRITES, 'usual', base.targets);
-      const row = { round, off: 0, on: 0, events: 0, cpuOff: 0, cpuOn: 0, storeOff: 0, storeOn: 0, cmdOff: 0, cmdOn: 0 };
+      const row = { round, off: 0, on: 0, events: 0, cpuOff: 0, cpuOn: 0, storeOff: 0, storeOn: 0, cmdOff: 0, cmdOn: 0, deliveredInDrain: 0, allDeliveredS: 0, cpuAll: 0, storeAll: 0 };
       for (const variant of round % 2 === 1 ? (['off', 'on'] as const) : (['on', 'off'] as const)) {
         const db = `webhooks_${n++}`;
         await seedDb(mon.client.db(db), base);
         const storeCpu0 = storeCpuSeconds(store.postgresPort);
-        const d = await drainBurst({ redisUrl: redis.url, storeUrl: store.url, mon, dbName: db, burst, seed: base, ...(variant === 'on' ? { webhookUrl: url } : {}) });
+        let storeDrained = 0;
+        receivedIds.clear();
+        const started = process.hrtime.bigint();
+        const cpu0 = process.cpuUsage();
+        // After the drain, with the worker still running: the time until every event appended is delivered, and the CPU until then.
+        const afterDrain = async () => {
+          storeDrained = storeCpuSeconds(store.postgresPort);
+          if (variant === 'off') return;
+          row.deliveredInDrain = receivedIds.size;
+          const events = await mon.client.db(db).collection(COLLECTIONS.webhookOutbox).countDocuments();
+          const bound = Date.now() + 600_000;
+          while (receivedIds.size < events && Date.now() < bound) await new Promise((r) => setTimeout(r, 50));
+          row.allDeliveredS = Number(process.hrtime.bigint() - started) / 1e9;
+          const cpu = process.cpuUsage(cpu0);
+          row.cpuAll = (cpu.user + cpu.system) / WRITES;
+          row.storeAll = ((storeCpuSeconds(store.postgresPort) - storeCpu0) * 1e6) / WRITES;
+          if (receivedIds.size < events) progress(`only ${receivedIds.size} of ${events} events delivered after 600 s`);
+          // The store's work between the drain's end and the last delivery: delivering only.
+          const commands = mon.take();
+          progress(`round ${round}: after the drain until every event was delivered: ${countsText(commands)}; store seconds: ${[...mon.lastSeconds()].sort((a, b) => b[1] - a[1]).map(([k, x]) => `${k} ${fmt(x, 1)}`).join(', ')}`);
+        };
+        const d = await drainBurst({ redisUrl: redis.url, storeUrl: store.url, mon, dbName: db, burst, seed: base, afterDrain, ...(variant === 'on' ? { webhookUrl: url } : {}) });
         row[variant] = d.rate;
-        // The store's (PostgreSQL, FerretDB) and Redis's CPU over the pass, its queueing and check included.
-        const storeUs = ((storeCpuSeconds(store.postgresPort) - storeCpu0) * 1e6) / WRITES;
+        // The store's (PostgreSQL, FerretDB) and Redis's CPU over the drain (from the queueing of the burst on).
+        const storeUs = ((storeDrained - storeCpu0) * 1e6) / WRITES;
         row[variant === 'on' ? 'storeOn' : 'storeOff'] = storeUs;
         // CPU of this process (the worker runs in it) and store commands per write: what limits the drain.
         row[variant === 'on' ? 'cpuOn' : 'cpuOff'] = d.cpuUsPerWrite;
         row[variant === 'on' ? 'cmdOn' : 'cmdOff'] = sumCounts(d.commands) / WRITES;
         if (variant === 'on') for (const [k, c] of d.commands) commandsOn.set(k, (commandsOn.get(k) ?? 0) + c);
         if (variant === 'on') row.events = await mon.client.db(db).collection(COLLECTIONS.webhookOutbox).countDocuments();
-        progress(`round ${round} webhooks ${variant}: ${fmt(d.rate)} writes/s in ${fmt(d.seconds, 1)} s, ${fmt(d.cpuUsPerWrite)} µs CPU/write, store+Redis ${fmt(row[variant === 'on' ? 'storeOn' : 'storeOff'])} µs CPU/write, ${fmt(sumCounts(d.commands) / WRITES, 2)} store commands/write (${countsText(d.commands)}; store seconds: ${[...d.storeSeconds].sort((a, b) => b[1] - a[1]).map(([k, x]) => `${k} ${fmt(x, 1)}`).join(', ')}), ${d.verified}${variant === 'on' ? `, ${row.events} events in the outbox, ${received} received so far` : ''}`);
+        progress(`round ${round} webhooks ${variant}: ${fmt(d.rate)} writes/s in ${fmt(d.seconds, 1)} s, ${fmt(d.cpuUsPerWrite)} µs CPU/write, store+Redis ${fmt(row[variant === 'on' ? 'storeOn' : 'storeOff'])} µs CPU/write, ${fmt(sumCounts(d.commands) / WRITES, 2)} store commands/write (${countsText(d.commands)}; store seconds: ${[...d.storeSeconds].sort((a, b) => b[1] - a[1]).map(([k, x]) => `${k} ${fmt(x, 1)}`).join(', ')}), ${d.verified}${variant === 'on' ? `, ${row.events} events in the outbox, ${row.deliveredInDrain} delivered during the drain, all delivered ${fmt(row.allDeliveredS, 1)} s after the start (worker ${fmt(row.cpuAll)}, store+Redis ${fmt(row.storeAll)} µs CPU/write until then), ${received} requests received so far` : ''}`);
         await mon.client.db(db).dropDatabase();
       }
       rows.push(row);
@@ -99,7 +123,14 @@ async function main(): Promise<void> {
     '| round | without (writes/s) | with one endpoint (writes/s) | ratio | CPU µs/write without / with | store+Redis CPU µs/write without / with | store commands/write without / with | events appended |',
     '|---|---|---|---|---|---|---|---|',
     ...rows.map((r) => `| ${r.round} | ${fmt(r.off)} | ${fmt(r.on)} | ${fmt(r.on / r.off, 2)} | ${fmt(r.cpuOff)} / ${fmt(r.cpuOn)} | ${fmt(r.storeOff)} / ${fmt(r.storeOn)} | ${fmt(r.cmdOff, 2)} / ${fmt(r.cmdOn, 2)} | ${r.events} |`),
-    `| **median** | **${fmt(off)}** | **${fmt(on)}** | **${fmt(on / off, 2)}** | ${fmt(median(rows.map((r) => r.cpuOff)))} / ${fmt(median(rows.map((r) => r.cpuOn)))} | ${fmt(median(rows.map((r) => r.storeOff)))} / ${fmt(median(rows.map((r) => r.storeOn)))} | | |`,
+    `| **median** | **${fmt(off)}** | **${fmt(on)}** | **${fmt(on / off, 2)}** (per-round ratios: median ${fmt(median(rows.map((r) => r.on / r.off)), 2)}) | ${fmt(median(rows.map((r) => r.cpuOff)))} / ${fmt(median(rows.map((r) => r.cpuOn)))} | ${fmt(median(rows.map((r) => r.storeOff)))} / ${fmt(median(rows.map((r) => r.storeOn)))} | | |`,
+    '',
+    'Deliveries, with the endpoint: how many events reached the receiver while the burst drained, and how long from the start until every one had (the worker kept running after the drain); CPU per write over that whole time.',
+    '',
+    '| round | events | delivered during the drain | all delivered after (s) | events/s delivered, start to last | worker CPU µs/write until then | store+Redis CPU µs/write until then |',
+    '|---|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.round} | ${r.events} | ${r.deliveredInDrain} | ${fmt(r.allDeliveredS, 1)} | ${fmt(r.events / r.allDeliveredS)} | ${fmt(r.cpuAll)} | ${fmt(r.storeAll)} |`),
+    `| **median** | | | **${fmt(median(rows.map((r) => r.allDeliveredS)), 1)}** | **${fmt(median(rows.map((r) => r.events / r.allDeliveredS)))}** | ${fmt(median(rows.map((r) => r.cpuAll)))} | ${fmt(median(rows.map((r) => r.storeAll)))} |`,
     '',
     `Store commands during the drains with webhooks, all rounds: ${countsText(commandsOn)}. Load average at the end: ${loadavg().map((l) => l.toFixed(2)).join(' ')}.`,
     '',

@@ -62,3 +62,11 @@ export function webhookQueue(config: Pick<Config, 'redisKeyPrefix' | 'queueName'
   const base = `${lead(config)}bull`;
   return { name: `${config.queueName}-webhooks`, prefix: config.redisClusterNodes.length === 0 ? base : `{${base}:webhooks}` };
 }
+
+/**
+ * The hash of an endpoint's deliveries in flight (shared/webhook-leases.ts): one field per record
+ * with a delivery job in the delivery queue. One key per endpoint, used by single-key commands only.
+ */
+export function webhookLeaseKey(config: Pick<Config, 'redisKeyPrefix' | 'queueName'>, endpointId: string): string {
+  return `${appKeyPrefix(config)}:webhook-leases:${endpointId}`;
+}

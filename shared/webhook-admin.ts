@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import type { Db } from 'mongodb';
+import type { Db, Filter } from 'mongodb';
 import * as v from 'valibot';
 import { COLLECTIONS } from './mongo.js';
 import { DatasetId, queryLimit } from './schemas.js';
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from './webhook-events.js';
+import type { DeliveryLeases } from './webhook-leases.js';
 
 /*
  * Webhook endpoints and their deliveries in MongoDB: the one implementation behind
@@ -51,8 +52,9 @@ export const DELIVERY_STATUSES = ['pending', 'queued', 'delivered', 'failed', 'h
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
 /**
- * One event for one endpoint in the outbox (`webhook_outbox`). `pending`: waits in MongoDB;
- * `queued`: a delivery job is in Redis (retrying with backoff); `delivered`: 2xx; `failed`: every
+ * One event for one endpoint in the outbox (`webhook_outbox`). `pending`: waits in MongoDB, or is
+ * in a delivery job (its record's lease in Redis, shared/webhook-leases.ts: the admin API shows it
+ * `queued`; retrying with backoff); `queued`: in a job of an earlier release, which marked it here; `delivered`: 2xx; `failed`: every
  * attempt failed; `held`: a later event of a record whose earlier event failed, kept back until
  * that one is replayed; `superseded`: a later event of the record was delivered first (several
  * worker processes, or an erasure's event appended ahead of them), so this older state is not sent.
@@ -71,11 +73,11 @@ export interface DeliveryDoc {
    * round (docs/webhooks.md#speed).
    */
   k: string;
-  /** Only while `pending`: `<endpoint>|<seq>|<rank>` ({@link pendingOrder}), the dispatcher's scan in order (sparse index). */
+  /** Only while `pending` (in flight included): `<endpoint>|<seq>|<rank>` ({@link pendingOrder}), the dispatcher's scan (sparse index). */
   q?: string;
-  /** Only while `queued`: the endpoint, so that its deliveries in flight are counted on a sparse index of at most `WEBHOOK_MAX_IN_FLIGHT` entries. */
+  /** Only while `queued` by an earlier release: the endpoint, so that reconcile() finds them on a sparse index. */
   f?: string;
-  /** While `queued`: the dispatcher pass that queued it; only that pass's delivery job sends it. */
+  /** While `queued` by an earlier release: the dispatcher pass that queued it; only that pass's delivery job sends it. */
   claim?: string;
   /** What the event is about within the record (the record or a response id); absent on deliveries appended by earlier releases. */
   subject_id?: string;
@@ -209,7 +211,11 @@ function deliveryView(doc: DeliveryDoc): DeliveryView {
   };
 }
 
-export function createWebhookAdmin(options: { readonly db: Db }): WebhookAdmin {
+/**
+ * `leases`: the deliveries in flight (shared/webhook-leases.ts), which the outbox keeps as `pending`:
+ * counted and listed as `queued`. Without it (a process with no Redis) they show as pending.
+ */
+export function createWebhookAdmin(options: { readonly db: Db; readonly leases?: DeliveryLeases }): WebhookAdmin {
   const endpoints = options.db.collection<WebhookEndpointDoc>(COLLECTIONS.webhookEndpoints);
   const outbox = options.db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox);
 
@@ -220,6 +226,14 @@ export function createWebhookAdmin(options: { readonly db: Db }): WebhookAdmin {
     for (const row of rows) {
       const c = byEndpoint.get(row._id.e);
       if (c !== undefined && (SUMMARY_STATUSES as readonly string[]).includes(row._id.s)) c[row._id.s as (typeof SUMMARY_STATUSES)[number]] = row.n;
+    }
+    if (options.leases !== undefined) {
+      for (const [e, n] of await options.leases.counts(ids)) {
+        const c = byEndpoint.get(e)!;
+        const inFlight = Math.min(n, c.pending);
+        c.pending -= inFlight;
+        c.queued += inFlight;
+      }
     }
     return byEndpoint;
   }
@@ -254,12 +268,20 @@ export function createWebhookAdmin(options: { readonly db: Db }): WebhookAdmin {
       return true;
     },
     async deliveries(id, query) {
+      const inFlight = options.leases === undefined ? [] : [...(await options.leases.held(id)).values()].map((l) => l.deliveryId);
+      const filter: Filter<DeliveryDoc> =
+        query.status === 'queued'
+          ? { $or: [{ _id: { $in: inFlight }, status: 'pending' }, { endpoint_id: id, status: 'queued' }] }
+          : query.status === 'pending'
+            ? { endpoint_id: id, status: 'pending', _id: { $nin: inFlight } }
+            : { endpoint_id: id, ...(query.status === undefined ? {} : { status: query.status }) };
       const docs = await outbox
-        .find({ endpoint_id: id, ...(query.status === undefined ? {} : { status: query.status }) })
+        .find(filter)
         .sort({ seq: -1, rank: -1 })
         .limit(query.limit ?? 50)
         .toArray();
-      return { items: docs.map(deliveryView) };
+      const leased = new Set(inFlight);
+      return { items: docs.map((d) => deliveryView(d.status === 'pending' && leased.has(d._id) ? { ...d, status: 'queued' } : d)) };
     },
     async replay(id) {
       // Back in the dispatcher's scan: each needs its own `q`, so one update statement per delivery (one command per page).

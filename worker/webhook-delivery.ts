@@ -3,6 +3,7 @@ import type { AnyBulkWriteOperation, Db } from 'mongodb';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { recordKey, type DeliveryDoc, type WebhookEndpointDoc } from '../shared/webhook-admin.js';
 import { sendWebhook, type WebhookTargetPolicy } from '../shared/webhook-sender.js';
+import type { DeliveryLeases } from '../shared/webhook-leases.js';
 import type { DeliveryJobData } from './webhook-dispatcher.js';
 import type { WebhookSubscriptions } from './webhook-subscriptions.js';
 
@@ -47,12 +48,13 @@ export interface JobOutcome {
 
 export interface DeliveryProcessor {
   /**
-   * Sends the job's deliveries that are still queued by its pass, each its own signed POST, and
-   * records the outcomes in a few commands (one per distinct outcome). Throws DeliveryAttemptError
-   * when some failed, so that BullMQ retries the job with backoff: the retry skips those delivered.
+   * Sends the job's deliveries that are still pending under its pass's leases, each its own signed
+   * POST, records the outcomes in a few commands (one per distinct outcome) and then releases the
+   * leases of the records done. Throws DeliveryAttemptError when some failed, so that BullMQ retries
+   * the job with backoff: the retry skips those delivered, whose leases are gone.
    */
   process(job: Job<DeliveryJobData>): Promise<JobOutcome>;
-  /** Every attempt failed: the job's deliveries not delivered are `failed`, and their records' later events held. */
+  /** Every attempt failed: the job's deliveries not delivered are `failed`, their records' later events held, and then their leases released. */
   onFinalFailure(job: Job<DeliveryJobData>, err: Error): Promise<void>;
 }
 
@@ -75,6 +77,7 @@ export function createSendLimit(n: number): <T>(fn: () => Promise<T>) => Promise
 export function createDeliveryProcessor(options: {
   readonly db: Db;
   readonly subscriptions: WebhookSubscriptions;
+  readonly leases: DeliveryLeases;
   readonly policy: WebhookTargetPolicy;
   readonly timeoutMs: number;
   /** Bounds the POSTs in flight in the process (WEBHOOK_CONCURRENCY). */
@@ -85,25 +88,44 @@ export function createDeliveryProcessor(options: {
   const endpoints = options.db.collection<WebhookEndpointDoc>(COLLECTIONS.webhookEndpoints);
   const none: JobOutcome = { delivered: 0, superseded: 0, failed: 0 };
 
+  /**
+   * The job's deliveries it may send: pending, with their record's lease held by the job's pass,
+   * or (a job of an earlier release) marked queued under its claim. Every lease of the job's records
+   * its pass still holds comes with them.
+   */
+  async function ownDeliveries(job: Job<DeliveryJobData>): Promise<{ mine: DeliveryDoc[]; leased: Set<string> }> {
+    const { endpoint_id: endpointId, claim, deliveries } = job.data;
+    const [found, leased] = await Promise.all([
+      outbox.find({ _id: { $in: deliveries.map((d) => d.id) }, status: { $in: ['pending', 'queued'] } }).toArray(),
+      options.leases.mine(endpointId, claim, [...new Set(deliveries.map((d) => d.key))]),
+    ]);
+    return { mine: found.filter((d) => (d.status === 'pending' && leased.has(d.key)) || (d.status === 'queued' && d.claim === claim)), leased };
+  }
+
   return {
     async process(job) {
       const { endpoint_id: endpointId, claim, deliveries } = job.data;
       // A job of an earlier release (one delivery, no claim): its delivery goes back to pending by reconcile() and is queued again.
       if (!Array.isArray(deliveries)) return none;
-      const ids = deliveries.map((d) => d.id);
       const keys = [...new Set(deliveries.map((d) => recordKey(endpointId, d.key)))];
       // The deliveries, and the events of their records already delivered to the endpoint: several
       // worker processes may append a record's events out of order, and an older state than one the
       // endpoint already has is not sent.
-      const [found, delivered] = await Promise.all([
-        outbox.find({ _id: { $in: ids } }).toArray(),
+      const [{ mine, leased }, delivered] = await Promise.all([
+        ownDeliveries(job),
         outbox.find({ k: { $in: keys }, status: 'delivered' }, { projection: { key: 1, seq: 1, rank: 1, event_type: 1, subject_id: 1 } }).toArray(),
       ]);
-      // Only those this job's pass queued and nothing sent since: a retry skips the delivered ones.
-      const mine = found.filter((d) => d.status === 'queued' && d.claim === claim);
-      if (mine.length === 0) return none;
+      // Leases of records with nothing left to send here (delivered by an earlier attempt of the job, erased) go at once.
+      const release = (keep: ReadonlySet<string>) => options.leases.release(endpointId, claim, [...leased].filter((key) => !keep.has(key)));
+      if (mine.length === 0) {
+        await release(new Set());
+        return none;
+      }
       const endpoint = options.subscriptions.byId(endpointId) ?? (await endpoints.findOne({ _id: endpointId })) ?? undefined;
-      if (endpoint === undefined) return none;
+      if (endpoint === undefined) {
+        await release(new Set());
+        return none;
+      }
       const isLater = (later: Pick<DeliveryDoc, 'seq' | 'rank'>, doc: Pick<DeliveryDoc, 'seq' | 'rank'>) => later.seq > doc.seq || (later.seq === doc.seq && later.rank > doc.rank);
       const superseded = mine.filter((doc) => delivered.some((d) => d.key === doc.key && isLater(d, doc) && supersedes(d, doc)));
       const toSend = mine.filter((doc) => !superseded.includes(doc));
@@ -115,9 +137,12 @@ export function createDeliveryProcessor(options: {
         })),
       );
       const now = new Date();
+      // Only these documents, still as read: this job holds their records' leases (or, an earlier release's, their claim).
+      const still = (ids: readonly string[]) => ({ _id: { $in: [...ids] }, status: { $in: ['pending', 'queued'] as DeliveryDoc['status'][] } });
+      const done = { $unset: { q: '', f: '', claim: '', last_error: '' } } as const;
       const writes: AnyBulkWriteOperation<DeliveryDoc>[] = [];
       if (superseded.length > 0) {
-        writes.push({ updateMany: { filter: { _id: { $in: superseded.map((d) => d._id) }, status: 'queued', claim }, update: { $set: { status: 'superseded', updated_at: now }, $unset: { f: '' } } } });
+        writes.push({ updateMany: { filter: still(superseded.map((d) => d._id)), update: { $set: { status: 'superseded', updated_at: now }, ...done } } });
       }
       // One statement per distinct outcome (usually one: every POST answered 200).
       const groups = new Map<string, { ids: string[]; set: Partial<DeliveryDoc>; delivered: boolean }>();
@@ -134,11 +159,13 @@ export function createDeliveryProcessor(options: {
         g.ids.push(doc._id);
       }
       for (const g of groups.values()) {
-        writes.push({ updateMany: { filter: { _id: { $in: g.ids }, status: 'queued', claim }, update: g.delivered ? { $set: g.set, $unset: { last_error: '', f: '' } } : { $set: g.set } } });
+        writes.push({ updateMany: { filter: still(g.ids), update: g.delivered ? { $set: g.set, ...done } : { $set: g.set } } });
       }
       if (writes.length > 0) await outbox.bulkWrite(writes, { ordered: true });
       const ok = outcomes.filter((o) => o.outcome.ok).length;
       const failed = outcomes.length - ok;
+      // Written, so the records' next events may go; those that failed keep theirs through the job's retries.
+      await release(new Set(outcomes.filter((o) => !o.outcome.ok).map((o) => o.doc.key)));
       if (superseded.length > 0) options.onOutcome(endpointId, 'superseded', superseded.length);
       if (ok > 0) options.onOutcome(endpointId, 'delivered', ok);
       if (failed > 0) {
@@ -151,16 +178,19 @@ export function createDeliveryProcessor(options: {
     async onFinalFailure(job, err) {
       const { endpoint_id: endpointId, claim, deliveries } = job.data;
       if (!Array.isArray(deliveries)) return;
-      const stuck = await outbox.find({ _id: { $in: deliveries.map((d) => d.id) }, status: 'queued', claim }, { projection: { _id: 1, key: 1, last_error: 1 } }).toArray();
-      if (stuck.length === 0) return;
-      const now = new Date();
-      // Each keeps the error of its own last attempt; the job's message stands in for one never recorded.
-      await outbox.bulkWrite(
-        stuck.map((d) => ({ updateOne: { filter: { _id: d._id, status: 'queued', claim }, update: { $set: { status: 'failed', last_error: d.last_error ?? err.message, updated_at: now }, $unset: { f: '' } } } })),
-        { ordered: false },
-      );
-      await outbox.updateMany({ k: { $in: [...new Set(stuck.map((d) => recordKey(endpointId, d.key)))] }, status: 'pending' }, { $set: { status: 'held', updated_at: now }, $unset: { q: '' } });
-      options.onOutcome(endpointId, 'failed', stuck.length);
+      const { mine: stuck, leased } = await ownDeliveries(job);
+      if (stuck.length > 0) {
+        const now = new Date();
+        // Each keeps the error of its own last attempt; the job's message stands in for one never recorded.
+        await outbox.bulkWrite(
+          stuck.map((d) => ({ updateOne: { filter: { _id: d._id, status: d.status }, update: { $set: { status: 'failed', last_error: d.last_error ?? err.message, updated_at: now }, $unset: { q: '', f: '', claim: '' } } } })),
+          { ordered: false },
+        );
+        await outbox.updateMany({ k: { $in: [...new Set(stuck.map((d) => recordKey(endpointId, d.key)))] }, status: 'pending' }, { $set: { status: 'held', updated_at: now }, $unset: { q: '' } });
+        options.onOutcome(endpointId, 'failed', stuck.length);
+      }
+      // Failed and held are written: the dispatcher keeps these records back from now on without their leases.
+      await options.leases.release(endpointId, claim, [...leased]);
     },
   };
 }

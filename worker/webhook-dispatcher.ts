@@ -4,6 +4,7 @@ import type { Db } from 'mongodb';
 import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { endpointRange, pendingOrder, recordKey, type DeliveryDoc } from '../shared/webhook-admin.js';
+import type { DeliveryLeases } from '../shared/webhook-leases.js';
 import type { WebhookSubscriptions } from './webhook-subscriptions.js';
 
 /**
@@ -13,7 +14,7 @@ import type { WebhookSubscriptions } from './webhook-subscriptions.js';
  */
 export interface DeliveryJobData {
   readonly endpoint_id: string;
-  /** The pass that queued them ({@link DeliveryDoc.claim}): a delivery claimed since by another pass is not this job's to send. */
+  /** The pass that queued them: it holds their records' leases (shared/webhook-leases.ts); a delivery leased since by another pass is not this job's to send. */
   readonly claim: string;
   /** The deliveries and their records, so that the job reads them and their records' delivered events in one round trip. */
   readonly deliveries: readonly { readonly id: string; readonly key: string }[];
@@ -22,7 +23,7 @@ export const DELIVERY_JOB_NAME = 'deliver';
 /** Deliveries per job: enough that the store's share per delivery is small, few enough that a pass's jobs run in parallel. */
 export const DELIVERIES_PER_JOB = 16;
 
-/** How often deliveries marked `queued` are checked against Redis (a job lost with a Redis reset goes back to pending). */
+/** How often leases (and deliveries an earlier release marked `queued`) are checked against the jobs Redis holds (one a pass left without a job is released). */
 const RECONCILE_EVERY_MS = 30_000;
 /** Longest a pass asked for by a kick waits, gathering the kicks that come meanwhile. */
 const KICK_DELAY_MS = 100;
@@ -50,6 +51,7 @@ export function createWebhookDispatcher(options: {
   readonly db: Db;
   readonly queue: Queue<DeliveryJobData>;
   readonly subscriptions: WebhookSubscriptions;
+  readonly leases: DeliveryLeases;
   readonly logger: Logger;
   readonly maxInFlight: number;
   readonly intervalMs: number;
@@ -64,46 +66,46 @@ export function createWebhookDispatcher(options: {
   let lastPrune = 0;
 
   async function dispatchEndpoint(endpointId: string): Promise<void> {
-    // `f` is on queued deliveries only: at most maxInFlight of them.
-    const queued = (await outbox.find({ f: endpointId }, { projection: { _id: 1 } }).toArray()).length;
-    const free = options.maxInFlight - queued;
+    // Records with a delivery in flight: their leases, in Redis beside the jobs (shared/webhook-leases.ts).
+    const leased = await options.leases.held(endpointId);
+    const free = options.maxInFlight - leased.size;
     if (free <= 0) return;
-    // Some pending deliveries of the endpoint (`q` is on pending ones only), unsorted: the store's
+    // Some pending deliveries of the endpoint (`q` is on pending ones only, those in flight included), unsorted: the store's
     // index does not return them in order, and sorting every pending one on each pass costs the
     // store as much as the backlog is long. In the order they were stored, which is near enough to
     // oldest first; the order that matters, a record's, is taken from the record's own deliveries below.
-    const size = Math.max(100, free * 4);
+    const size = Math.max(100, free * 4) + leased.size;
     const page = await outbox.find({ q: endpointRange(endpointId) }, { projection: { _id: 1, key: 1 } }).limit(size).batchSize(size).toArray();
-    if (page.length === 0) return;
-    const keys = [...new Set(page.map((p) => recordKey(endpointId, p.key)))];
-    // Every open delivery of these records: one in flight or failed keeps the record back; else its earliest pending one goes.
-    const open = await outbox.find({ k: { $in: keys }, status: { $in: ['pending', 'queued', 'failed', 'held'] } }, { projection: { _id: 1, key: 1, status: 1, seq: 1, rank: 1 } }).toArray();
+    // A record with a delivery in flight waits for it: its next one is picked once the lease is released.
+    const records = [...new Set(page.map((p) => p.key))].filter((key) => !leased.has(key));
+    if (records.length === 0) return;
+    // Every open delivery of these records: one failed keeps the record back (as one `queued` by an earlier release does); else its earliest pending one goes.
+    const open = await outbox.find({ k: { $in: records.map((key) => recordKey(endpointId, key)) }, status: { $in: ['pending', 'queued', 'failed', 'held'] } }, { projection: { _id: 1, key: 1, status: 1, seq: 1, rank: 1 } }).toArray();
     const blocked = new Set(open.filter((b) => b.status === 'failed' || b.status === 'held').map((b) => b.key));
     const busyKeys = new Set(open.filter((b) => b.status !== 'pending').map((b) => b.key));
     if (blocked.size > 0) {
       // Out of the pending scan until the failed one is replayed, so they never stand in front of other records.
       await outbox.updateMany({ k: { $in: [...blocked].map((key) => recordKey(endpointId, key)) }, status: 'pending' }, { $set: { status: 'held', updated_at: new Date() }, $unset: { q: '' } });
     }
-    const earliest = new Map<string, Pick<DeliveryDoc, '_id' | 'seq' | 'rank'>>();
+    const earliest = new Map<string, Pick<DeliveryDoc, '_id' | 'key' | 'seq' | 'rank'>>();
     for (const d of open) {
       if (d.status !== 'pending' || busyKeys.has(d.key)) continue;
       const e = earliest.get(d.key);
       if (e === undefined || d.seq < e.seq || (d.seq === e.seq && d.rank < e.rank)) earliest.set(d.key, d);
     }
     // Records in the page's order, each by its earliest pending delivery.
-    const picked = [...new Set(page.map((p) => p.key))]
-      .flatMap((key) => {
-        const e = earliest.get(key);
-        return e === undefined ? [] : [e._id];
-      })
-      .slice(0, free);
+    const picked = records.flatMap((key) => {
+      const e = earliest.get(key);
+      return e === undefined ? [] : [e];
+    }).slice(0, free);
     if (picked.length === 0) return;
-    // Marked first, queued after: a pass that dies in between leaves them queued without a job, which
-    // reconcile() puts back to pending. The claim names this pass: of deliveries another process's
-    // pass picked at the same moment, only those this one marked are in its jobs.
+    // Leased first, queued after: a pass that dies in between leaves leases without a job, which
+    // reconcile() releases. The claim names this pass: of records another process's pass picked at
+    // the same moment, only those whose lease this one took are in its jobs. The outbox is not
+    // written: the delivery stays `pending` until its job records the outcome.
     const claim = `${endpointId}.${randomBytes(8).toString('hex')}`;
-    await outbox.updateMany({ _id: { $in: picked }, status: 'pending' }, { $set: { status: 'queued', f: endpointId, claim, updated_at: new Date() }, $unset: { q: '' } });
-    const claimed = await outbox.find({ _id: { $in: picked }, claim }, { projection: { _id: 1, key: 1 } }).toArray();
+    const taken = await options.leases.take(endpointId, claim, picked.map((d) => ({ key: d.key, id: d._id })));
+    const claimed = picked.filter((d) => taken.has(d.key));
     const jobs: { name: string; data: DeliveryJobData; opts: JobsOptions }[] = [];
     for (let i = 0; i < claimed.length; i += DELIVERIES_PER_JOB) {
       const deliveries = claimed.slice(i, i + DELIVERIES_PER_JOB).map((d) => ({ id: d._id, key: d.key }));
@@ -112,16 +114,29 @@ export function createWebhookDispatcher(options: {
     if (jobs.length > 0) await options.queue.addBulk(jobs);
   }
 
-  /** Deliveries marked queued whose job Redis no longer has (Redis lost data, or a pass died before queueing) go back to pending. */
+  /**
+   * Leases older than RECONCILE_EVERY_MS whose job Redis no longer has (a pass died before
+   * queueing) are released; deliveries an earlier release marked queued whose job is gone go back
+   * to pending.
+   */
   async function reconcile(): Promise<void> {
     const cutoff = new Date(Date.now() - RECONCILE_EVERY_MS);
     let live: Set<string> | undefined;
+    // Jobs are few (at most WEBHOOK_MAX_IN_FLIGHT deliveries an endpoint): read their claims once.
+    const liveClaims = async () => (live ??= new Set((await options.queue.getJobs([...LIVE_JOB_STATES])).flatMap((j) => (j === undefined || j === null ? [] : [j.data.claim]))));
     for (const endpoint of options.subscriptions.all()) {
+      const old = [...(await options.leases.held(endpoint._id))].filter(([, lease]) => lease.at < cutoff.getTime());
+      if (old.length > 0) {
+        const claims = await liveClaims();
+        const lost = new Map<string, string[]>();
+        for (const [key, lease] of old) if (!claims.has(lease.claim)) lost.set(lease.claim, [...(lost.get(lease.claim) ?? []), key]);
+        for (const [claim, keys] of lost) await options.leases.release(endpoint._id, claim, keys);
+      }
+      // Deliveries queued by an earlier release (`f` is on them only).
       const stale = await outbox.find({ f: endpoint._id, updated_at: { $lt: cutoff } }, { projection: { _id: 1, seq: 1, rank: 1, claim: 1 } }).limit(1000).toArray();
       if (stale.length === 0) continue;
-      // Jobs are few (at most WEBHOOK_MAX_IN_FLIGHT deliveries an endpoint): read their claims once.
-      live ??= new Set((await options.queue.getJobs([...LIVE_JOB_STATES])).flatMap((j) => (j === undefined || j === null ? [] : [j.data.claim])));
-      const lost = stale.filter((d) => d.claim === undefined || !live!.has(d.claim));
+      const claims = await liveClaims();
+      const lost = stale.filter((d) => d.claim === undefined || !claims.has(d.claim));
       if (lost.length === 0) continue;
       const now = new Date();
       await outbox.bulkWrite(

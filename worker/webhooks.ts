@@ -4,7 +4,8 @@ import { Counter, type Registry } from 'prom-client';
 import type { Config } from '../shared/config.js';
 import type { Logger } from '../shared/logger.js';
 import type { RedisClient } from '../shared/redis.js';
-import { webhookQueue } from '../shared/redis-keys.js';
+import { webhookLeaseKey, webhookQueue } from '../shared/redis-keys.js';
+import { createDeliveryLeases } from '../shared/webhook-leases.js';
 import type { RecordCompletion } from './completion.js';
 import { createCompletionEvents } from './completion-events.js';
 import type { OnErased } from './erasure-guard.js';
@@ -54,10 +55,12 @@ export async function startWebhooks(config: Config, deps: { readonly db: Db; rea
   const { name, prefix } = webhookQueue(config);
   const queue = new Queue<DeliveryJobData>(name, { connection: deps.redis, prefix });
   queue.on('error', (err) => logger.debug({ err: err.message }, 'webhook queue error'));
+  const leases = createDeliveryLeases({ redis: deps.redis, key: (endpointId) => webhookLeaseKey(config, endpointId) });
   const dispatcher = createWebhookDispatcher({
     db: deps.db,
     queue,
     subscriptions,
+    leases,
     logger,
     maxInFlight: config.webhookMaxInFlight,
     intervalMs: config.webhookDispatchMs,
@@ -69,6 +72,7 @@ export async function startWebhooks(config: Config, deps: { readonly db: Db; rea
   const processor = createDeliveryProcessor({
     db: deps.db,
     subscriptions,
+    leases,
     policy: { allowInsecure: config.webhooksAllowInsecure },
     timeoutMs: config.webhookTimeoutMs,
     limit: createSendLimit(config.webhookConcurrency),

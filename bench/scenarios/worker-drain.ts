@@ -41,7 +41,7 @@ export interface DrainResult {
  * that its store commands can be counted) and times until every job has completed, from the call
  * that starts it (its index check included).
  */
-export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon: Monitor; dbName: string; burst: Burst; seed: Seed; jobWrites?: number; webhookUrl?: string; env?: Readonly<Record<string, string>> }): Promise<DrainResult> {
+export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon: Monitor; dbName: string; burst: Burst; seed: Seed; jobWrites?: number; webhookUrl?: string; env?: Readonly<Record<string, string>>; afterDrain?: () => Promise<void> }): Promise<DrainResult> {
   const { mon, burst } = spec;
   const jobWrites = spec.jobWrites ?? JOB_WRITES;
   const queueName = `drain-${randomBytes(4).toString('hex')}`;
@@ -85,6 +85,8 @@ export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon
   const { seconds, cpuUsPerWrite, commands } = clock.stop(burst.writes.length);
   const storeSeconds = mon.lastSeconds();
   const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'failed');
+  // With the worker still running (bench/webhooks.ts: until every event is delivered).
+  await spec.afterDrain?.();
   await runtime.close();
   await queue.close();
   await producer.quit();

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { Redis } from 'ioredis';
 import { Webhook } from 'standardwebhooks';
 import * as v from 'valibot';
 import { createFeedbackClient } from '../../client/index.js';
@@ -6,7 +7,8 @@ import { WebhookPing } from '../../api/routes/webhooks.js';
 import { DeliveriesReplayed, DeliveryList, WebhookEndpointCreated, WebhookEndpointList } from '../../shared/webhook-admin.js';
 import { createIdMinter } from '../../shared/ids.js';
 import { COLLECTIONS } from '../../shared/mongo.js';
-import type { DeliveryDoc } from '../../shared/webhook-admin.js';
+import { pendingOrder, recordKey, type DeliveryDoc } from '../../shared/webhook-admin.js';
+import { webhookLeaseKey } from '../../shared/redis-keys.js';
 import { testConfig, TEST_KEY } from '../helpers/env.js';
 import { deadLetters, eventually, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
 import { startWebhookReceiver, type ReceivedWebhook, type WebhookReceiver } from '../helpers/webhook-receiver.js';
@@ -150,7 +152,7 @@ describe('webhooks', function () {
   it('receiver down 20 s then back: nothing lost, each record\'s events in order, Redis holding at most WEBHOOK_MAX_IN_FLIGHT deliveries', async () => {
     const receiver = await startWebhookReceiver();
     try {
-      await subscribe(receiver.url, ['ds_down']);
+      const endpoint = await subscribe(receiver.url, ['ds_down']);
       await receiver.stop();
       const downAt = Date.now();
       // 12 records, each answered then updated three times, every version stored before the next is sent.
@@ -177,6 +179,14 @@ describe('webhooks', function () {
       expect(maxJobs).to.be.at.most(stack.config.webhookMaxInFlight);
       expect(maxJobs, 'deliveries were retried while the receiver was down').to.be.greaterThan(0);
       expect(await outbox().countDocuments({ key: { $in: ids }, status: 'delivered' })).to.equal(0);
+      // Those in flight are pending in the outbox, leased in Redis: the admin API shows them queued, one per record at most.
+      const counts = ((await admin('/admin/webhooks')).body.items as { id: string; deliveries: { pending: number; queued: number } }[]).find((i) => i.id === endpoint.id)!.deliveries;
+      expect(counts.queued).to.be.within(1, ids.length);
+      expect(counts.pending + counts.queued).to.equal(12 * 5);
+      const queued = (await admin(`/admin/webhooks/${endpoint.id}/deliveries?status=queued`)).body.items as { feedback_record_id: string; status: string }[];
+      expect(queued.length).to.equal(counts.queued);
+      expect(new Set(queued.map((d) => d.feedback_record_id)).size, 'one delivery per record in flight').to.equal(queued.length);
+      expect(queued.every((d) => d.status === 'queued')).to.equal(true);
       await receiver.start();
 
       const expected = 12 * 5;
@@ -328,6 +338,50 @@ describe('webhooks: an outbox written by an earlier release', function () {
       expect(receiver.received[0]!.body).to.equal(body);
       expect(deduped(receiver)[0]!.id).to.equal(eventId);
       await eventually(async () => ((await outbox.findOne({ _id: old._id }))?.status === 'delivered' ? true : undefined), 5_000, 'delivered');
+    } finally {
+      await receiver.close();
+    }
+  });
+});
+
+describe('webhooks: deliveries left in flight without a job', function () {
+  this.timeout(90_000);
+  let stack: Stack;
+  before(async () => {
+    stack = await startStack(testConfig({ ...WEBHOOK_ENV }));
+  });
+  after(async () => {
+    await stack?.close();
+  });
+
+  it('a lease whose job never reached Redis, and a delivery marked queued by the previous release whose job is gone, are both sent after the reconcile interval', async () => {
+    const receiver = await startWebhookReceiver();
+    try {
+      const endpoint = await subscribeTo(stack, receiver.url, ['ds_lost'], ['record.created']);
+      const outbox = stack.db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox);
+      const long = new Date(Date.now() - 120_000);
+      const delivery = (record: string, seq: number): DeliveryDoc => {
+        const eventId = `evt_record_created_${record}_${seq}`;
+        const body = JSON.stringify({ type: 'record.created', timestamp: long.toISOString(), data: { feedback_record_id: record } });
+        return { _id: `${endpoint.id}.${eventId}`, endpoint_id: endpoint.id, event_id: eventId, event_type: 'record.created', key: record, k: recordKey(endpoint.id, record), subject_id: record, seq, rank: 0, dataset_id: 'ds_lost', body, status: 'pending', attempts: 0, created_at: long, updated_at: long };
+      };
+      // A dispatcher pass that took its lease and died before queueing the job.
+      const leased = delivery('rec_lost_lease', 71);
+      const redis = new Redis(stack.config.redisUrl);
+      try {
+        await redis.hset(webhookLeaseKey(stack.config, endpoint.id), leased.key, JSON.stringify([`${endpoint.id}.deadpass`, leased._id, long.getTime()]));
+      } finally {
+        redis.disconnect();
+      }
+      await outbox.insertOne({ ...leased, q: pendingOrder(endpoint.id, leased.seq, leased.rank) });
+      // The previous release's state for a delivery in flight, whose job Redis lost.
+      const legacy = delivery('rec_lost_job', 72);
+      await outbox.insertOne({ ...legacy, status: 'queued', f: endpoint.id, claim: `${endpoint.id}.lostjob` });
+      await new Promise((r) => setTimeout(r, 1_000));
+      expect(deduped(receiver), 'held back while leased / queued').to.have.length(0);
+      await eventually(async () => (deduped(receiver).length === 2 ? true : undefined), 60_000, 'both sent');
+      expect(deduped(receiver).map((e) => e.id).sort()).to.deep.equal([leased.event_id, legacy.event_id].sort());
+      await eventually(async () => ((await outbox.countDocuments({ _id: { $in: [leased._id, legacy._id] }, status: 'delivered' })) === 2 ? true : undefined), 5_000, 'delivered');
     } finally {
       await receiver.close();
     }
