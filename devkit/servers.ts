@@ -1,8 +1,8 @@
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
@@ -161,9 +161,24 @@ function installClusterExitHook(): void {
       } catch {
         // best effort while exiting
       }
+      keepServerLog(dir);
       rmSync(dir, { recursive: true, force: true });
     }
   });
+}
+
+/** FI_STORE_LOG_DIR set: the cluster's server.log (and any core file) is copied there before its directory goes (to read why a backend died). */
+function keepServerLog(dir: string): void {
+  const into = process.env['FI_STORE_LOG_DIR'];
+  if (into === undefined || into === '') return;
+  try {
+    mkdirSync(into, { recursive: true });
+    copyFileSync(join(dir, 'data', 'server.log'), join(into, `${basename(dir)}.log`));
+    // A backend that crashed with core dumps on (`ulimit -c unlimited`, core_pattern `core`) left its core here.
+    for (const f of readdirSync(join(dir, 'data'))) if (f.startsWith('core')) copyFileSync(join(dir, 'data', f), join(into, `${basename(dir)}.${f}`));
+  } catch {
+    // a diagnostic: never fails a run
+  }
 }
 
 export async function startPostgresCluster(): Promise<PostgresCluster> {
@@ -187,6 +202,7 @@ export async function startPostgresCluster(): Promise<PostgresCluster> {
     async destroy() {
       if (!liveClusters.delete(dir)) return;
       await execFileAsync('bash', [STORE_SCRIPT, 'pg-stop', join(dir, 'data')], { timeout: 60_000, env });
+      keepServerLog(dir);
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -9,7 +9,11 @@ const INDEXES: readonly { readonly collection: string; readonly index: IndexDesc
   { collection: COLLECTIONS.records, index: { key: { feedback_dataset_id: 1, external_id: 1 }, name: 'dataset_external_id' } },
   // The read API's `status=` filter (the status is an equality in front of the page order) and the progress endpoint's counts.
   { collection: COLLECTIONS.records, index: { key: { feedback_dataset_id: 1, status: 1, created_at: 1, _id: 1 }, name: 'dataset_status_created_id' } },
-  { collection: COLLECTIONS.responses, index: { key: { feedback_record_id: 1, user_id: 1 }, name: 'record_user_unique', unique: true } },
+  // A record's responses, and the `user_id=` filter. Not unique: a response's `_id` is derived from exactly this pair
+  // (shared/ids.ts responseId), so `_id` keeps one response per (record, annotator) on every store. A unique index added
+  // nothing but a check per insert, which on the stand-in walks the annotator's entries and, under concurrent inserts,
+  // crashed its backend (DocumentDB v0.106.0's RUM scan, docs/store.md), and which MongoDB refuses on a sharded collection.
+  { collection: COLLECTIONS.responses, index: { key: { feedback_record_id: 1, user_id: 1 }, name: 'record_user' } },
   // Also the read API's `updated_since` (responses of a dataset changed since a time).
   { collection: COLLECTIONS.responses, index: { key: { feedback_dataset_id: 1, updated_at: 1 }, name: 'dataset_updated' } },
   // The agreement endpoint reads a dataset's submitted responses in record order, a unit at a time.
@@ -53,6 +57,24 @@ export async function ensureIndexes(db: Db): Promise<void> {
     } catch (err) {
       if (isTransientMongoError(err)) throw new TransientStoreError(err);
       throw new IndexSetupError(collection, index.name ?? 'index', err);
+    }
+  }
+  await dropObsolete(db);
+}
+
+/** Indexes of earlier releases that the ones above replace: dropped once their replacement exists. */
+const OBSOLETE: readonly { readonly collection: string; readonly name: string }[] = [{ collection: COLLECTIONS.responses, name: 'record_user_unique' }];
+
+async function dropObsolete(db: Db): Promise<void> {
+  for (const { collection, name } of OBSOLETE) {
+    try {
+      await db.collection(collection).dropIndex(name);
+    } catch (err) {
+      // IndexNotFound (27) / NamespaceNotFound (26): never created, or dropped by another worker starting at the same time.
+      const code = (err as { code?: unknown }).code;
+      if (code === 27 || code === 26) continue;
+      if (isTransientMongoError(err)) throw new TransientStoreError(err);
+      throw new IndexSetupError(collection, name, err);
     }
   }
 }
