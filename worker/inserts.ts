@@ -2,6 +2,7 @@ import type { Collection, OptionalUnlessRequiredId } from 'mongodb';
 import { operationsAborted, outcomesOfBulkError } from './bulk-errors.js';
 import { oversizeError } from './document-size.js';
 import { isDuplicateKey, isTransientMongoError, TransientStoreError } from './errors.js';
+import { inChunks, STORE_CHUNK_DOCS } from './store-chunks.js';
 
 /** What became of one document: newly inserted, already there (same _id), or refused for good. */
 type InsertOutcome = { readonly kind: 'inserted' } | { readonly kind: 'present' } | { readonly kind: 'rejected'; readonly error: string };
@@ -11,7 +12,7 @@ const PRESENT: InsertOutcome = { kind: 'present' };
 
 /**
  * Inserts documents whose _id was minted by the API, so a duplicate key means "stored before"
- * (a job run twice). One unordered insertMany, whose per-document errors say which documents
+ * (a job run twice). Unordered insertMany commands of at most STORE_CHUNK_DOCS, sent at once, whose per-document errors say which documents
  * failed (MongoDB and FerretDB alike); any other error is resolved one document at a time
  * (repeating an insert that did apply only meets its own duplicate). Throws
  * {@link TransientStoreError} when the store cannot be reached.
@@ -26,6 +27,10 @@ export async function insertNew<D extends { _id: string }>(col: Collection<D>, d
     let next = 0;
     return oversize.map((error) => (error === undefined ? stored[next++]! : { kind: 'rejected', error }));
   }
+  return inChunks(docs, STORE_CHUNK_DOCS, (slice) => insertSlice(col, slice));
+}
+
+async function insertSlice<D extends { _id: string }>(col: Collection<D>, docs: readonly D[]): Promise<InsertOutcome[]> {
   try {
     await col.insertMany(docs as OptionalUnlessRequiredId<D>[], { ordered: false });
     return docs.map(() => INSERTED);

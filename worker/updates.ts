@@ -3,6 +3,7 @@ import { operationsAborted, outcomesOfBulkError } from './bulk-errors.js';
 import type { ConditionalUpdate } from './documents.js';
 import { oversizeError } from './document-size.js';
 import { isDuplicateKey, isTransientMongoError, TransientStoreError } from './errors.js';
+import { inChunks, STORE_CHUNK_DOCS } from './store-chunks.js';
 
 /** What became of one conditional update. */
 export type UpdateOutcome = { readonly kind: 'applied' } | { readonly kind: 'stale' } | { readonly kind: 'rejected'; readonly error: string };
@@ -21,8 +22,8 @@ function transientOr<T>(err: unknown, otherwise: T): T {
 type Sequenced = { _id: string; seq: number };
 
 /**
- * Applies conditional upserts (documents.ts `responseUpdate`, suggestions.ts) in one unordered update command
- * (the driver splits it at the server's batch limit). Correctness rests on the store applying
+ * Applies conditional upserts (documents.ts `responseUpdate`, suggestions.ts) in unordered update commands of at
+ * most STORE_CHUNK_DOCS, sent at once (worker/store-chunks.ts). Correctness rests on the store applying
  * each single-document update atomically: the filter `{_id, seq: {$lte}}` matches only an
  * earlier (or the same) version, and when a later one is stored the upsert's insert of the same
  * _id fails with a duplicate key. A duplicate key is checked once more without upsert: it matches
@@ -43,7 +44,7 @@ export async function applyUpdates<D extends Sequenced>(col: Collection<D>, ops:
   // deadlocking (on a PostgreSQL-based store each command's updates hold their locks together).
   const order = ops.map((_, i) => i).sort((a, b) => compareIds(ops[a]!.filter._id, ops[b]!.filter._id));
   const sorted = order.map((i) => ops[i]!);
-  const attempts = await applyAll(col, sorted);
+  const attempts = await inChunks(sorted, STORE_CHUNK_DOCS, (slice) => applyAll(col, slice));
   const outcomes = new Array<UpdateOutcome>(ops.length);
   for (const [k, attempt] of attempts.entries()) outcomes[order[k]!] = attempt.kind === 'conflict' ? await recheck(col, sorted[k]!) : attempt;
   return outcomes;

@@ -1,0 +1,23 @@
+/**
+ * Most documents per store command of a round's inserts and updates. A round of 2,000 writes then
+ * goes as several commands at once rather than one: a PostgreSQL-based store (the stand-in)
+ * runs a command on one backend, so one large command uses one core of it, and MongoDB serves
+ * concurrent commands on as many cores as it has. Measured on the stand-in: see
+ * docs/performance.md (store rounds in chunks).
+ */
+export const STORE_CHUNK_DOCS = 250;
+
+/**
+ * Runs `apply` on consecutive slices of at most `size` items at once and returns their results
+ * in the items' order. Slices are contiguous, so items sorted before (updates in `_id` order,
+ * worker/updates.ts) stay sorted in every command, and every command takes its locks in the same
+ * global order. The first slice to throw rejects the whole; the others run to their end (their
+ * writes are idempotent, and the job that held them runs again).
+ */
+export async function inChunks<T, R>(items: readonly T[], size: number, apply: (slice: readonly T[]) => Promise<R[]>): Promise<R[]> {
+  if (items.length <= size) return apply(items);
+  const slices: T[][] = [];
+  for (let i = 0; i < items.length; i += size) slices.push(items.slice(i, i + size));
+  const results = await Promise.all(slices.map((slice) => apply(slice)));
+  return results.flat();
+}
