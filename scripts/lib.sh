@@ -150,11 +150,10 @@ documentdb.enableSchemaValidation = true
 documentdb.enableBypassDocumentValidation = true
 documentdb.enableUserCrud = true
 documentdb.maxUserLimit = 100
-# Index terms as a B-tree key has them: one per document holding all the key's fields in order, not one per field
-# (DocumentDB's default). With one per field every insert lengthens the entry lists of low-cardinality values (a dataset,
-# a status, an annotator): seeding 100,000 records with the worker's indexes cost 271 µs of store CPU per document
-# instead of 42. Applies to indexes created after it (docs/store.md, docs/performance.md "Reads at scale").
-documentdb.defaultUseCompositeOpClass = true
+# Not set, though it makes indexed inserts 6x cheaper: documentdb.defaultUseCompositeOpClass = true (one index term per
+# document, as a B-tree key, instead of one per field). With it, inserts beside the worker's unique index crashed a
+# backend (signal 11 in documentdb_api.insert) in 6 of 9 seeds of 20,000 records (bench/index-costs.ts), also with the
+# unique index itself kept per field (documentdb.enableCompositeUniqueIndex = false). docs/performance.md "Reads at scale".
 # FerretDB opens a PostgreSQL connection per client command in flight: room for a few hundred.
 max_connections = 300
 EOF
