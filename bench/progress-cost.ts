@@ -1,17 +1,21 @@
 // What GET /datasets/{id}/progress costs on a large dataset: the reads of api/annotation-reads.ts
 // on a store seeded with N records (two thirds pending, one third completed) and 2N responses of
-// 20 annotators, beside a neighbour dataset of the same size that the counts must skip.
+// 20 annotators, beside a neighbour dataset of the same size that the counts must skip. The
+// worker's indexes are created first on the empty collections, as the worker does at start-up
+// (`--indexes-after`: built over the seeded collections instead; `record_user_unique` is created
+// not unique unless `--unique`, see bench/lib/seed-indexes.ts).
 //
-//   node --import tsx bench/progress-cost.ts [--records N] [--calls N]
+//   node --import tsx bench/progress-cost.ts [--records N] [--calls N] [--indexes-after] [--unique]
 import { MongoClient } from 'mongodb';
 import { createAnnotationReader } from '../api/annotation-reads.js';
 import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
 import { COLLECTIONS } from '../shared/mongo.js';
-import { ensureIndexes } from '../worker/indexes.js';
 import { fmt } from './lib/report.js';
 import { progress } from './lib/runner.js';
 import { startTestStore } from './lib/services.js';
 import { monitoredClient } from './lib/store-monitor.js';
+import { storeCpuSeconds } from './lib/proc-cpu.js';
+import { createSeedIndexes } from './lib/seed-indexes.js';
 
 const argv = process.argv.slice(2);
 const num = (name: string, def: number) => {
@@ -23,6 +27,8 @@ const CALLS = num('--calls', 5);
 const BATCH = 1000;
 /** Seed batches sent at once. */
 const SEED_IN_FLIGHT = 4;
+const INDEXES_AFTER = argv.includes('--indexes-after');
+const UNIQUE = argv.includes('--unique');
 
 async function main(): Promise<void> {
   const store = await startTestStore();
@@ -31,9 +37,21 @@ async function main(): Promise<void> {
     const db = mon.client.db('progress_cost');
     const records = db.collection<RecordDoc>(COLLECTIONS.records);
     const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
+    // Building an index over millions of documents outlasts the monitored client's socket timeout.
+    const builder = new MongoClient(store.url, { socketTimeoutMS: 0 });
+    const buildIndexes = async () => {
+      const t = Date.now();
+      try {
+        await createSeedIndexes(builder.db('progress_cost'), { unique: UNIQUE });
+      } finally {
+        await builder.close();
+      }
+      progress(`indexes built in ${fmt((Date.now() - t) / 1000, 1)} s${UNIQUE ? '' : ' (record_user_unique not unique)'}`);
+    };
+    if (!INDEXES_AFTER) await buildIndexes();
     const started = Date.now();
-    // Seeded before the indexes exist, several batches at a time: on this store each insert
-    // updates every index of the whole document, which made a seed of 1M records take hours.
+    const seedCpu0 = storeCpuSeconds(store.postgresPort);
+    // Several batches at a time.
     const inFlight: Promise<unknown>[] = [];
     let seeded = 0;
     for (const dataset of ['ds_big', 'ds_neighbour']) {
@@ -55,24 +73,20 @@ async function main(): Promise<void> {
       }
     }
     await Promise.all(inFlight);
-    const indexed = Date.now();
-    // Building an index over millions of documents outlasts the monitored client's socket timeout.
-    const builder = new MongoClient(store.url, { socketTimeoutMS: 0 });
-    try {
-      await ensureIndexes(builder.db('progress_cost'));
-    } finally {
-      await builder.close();
-    }
-    progress(`indexes built in ${fmt((Date.now() - indexed) / 1000, 1)} s`);
-    progress(`seeded 2 × ${RECORDS} records and 2 × ${2 * RECORDS} responses in ${fmt((Date.now() - started) / 1000, 1)} s`);
+    progress(`seeded 2 × ${RECORDS} records and 2 × ${2 * RECORDS} responses in ${fmt((Date.now() - started) / 1000, 1)} s (store CPU ${fmt(storeCpuSeconds(store.postgresPort) - seedCpu0, 0)} s, indexes ${INDEXES_AFTER ? 'not yet built' : 'in place'})`);
+    if (INDEXES_AFTER) await buildIndexes();
     const reader = createAnnotationReader({ db });
     const times: number[] = [];
+    const cpu0 = { store: storeCpuSeconds(store.postgresPort), self: process.cpuUsage() };
     for (let k = 0; k < CALLS; k++) {
       const t = process.hrtime.bigint();
       const body = await reader.progress('ds_big', { min_submitted: 2 });
       times.push(Number(process.hrtime.bigint() - t) / 1e6);
       if (k === 0) progress(JSON.stringify({ ...body, annotators: body.annotators.length }));
     }
+    const self = process.cpuUsage(cpu0.self);
+    // storeCpuSeconds counts this process's children too (none but the store here); this process itself is the reader.
+    progress(`CPU per call: store ${fmt(((storeCpuSeconds(store.postgresPort) - cpu0.store) * 1000) / CALLS, 0)} ms, reader ${fmt((self.user + self.system) / 1000 / CALLS, 1)} ms`);
     // The parts alone: which one costs.
     const part = async (what: string, call: () => Promise<unknown>) => {
       const t = process.hrtime.bigint();
@@ -82,8 +96,18 @@ async function main(): Promise<void> {
     await part('records countDocuments (dataset)', () => records.countDocuments({ feedback_dataset_id: 'ds_big' }));
     await part('records countDocuments (dataset, status pending)', () => records.countDocuments({ feedback_dataset_id: 'ds_big', status: 'pending' }));
     await part('responses aggregate by (annotator, status)', () => responses.aggregate([{ $match: { feedback_dataset_id: 'ds_big' } }, { $group: { _id: { u: '$user_id', s: '$status' }, n: { $sum: 1 } } }]).toArray());
+    // What the store does for each: the plan's node types and index names (raw with --raw-plans).
+    const explain = async (what: string, command: Record<string, unknown>) => {
+      const plan = JSON.stringify(await db.command({ explain: command, verbosity: 'queryPlanner' }));
+      const nodes = [...new Set(plan.match(/\b(Seq Scan|Index Scan|Index Only Scan|Bitmap Index Scan|Bitmap Heap Scan|Aggregate|HashAggregate|GroupAggregate|Sort|Custom Scan)\b/g) ?? [])];
+      const indexes = [...new Set(plan.match(/\b(dataset_[a-z_]+|record_user_unique|_id_)\b/g) ?? [])];
+      progress(`plan of ${what}: ${indexes.join(', ') || 'no index'} (${nodes.join(', ')})${argv.includes('--raw-plans') ? `\n${plan}` : ''}`);
+    };
+    await explain('records count (dataset, status)', { count: COLLECTIONS.records, query: { feedback_dataset_id: 'ds_big', status: 'pending' } });
+    await explain('responses aggregate', { aggregate: COLLECTIONS.responses, pipeline: [{ $match: { feedback_dataset_id: 'ds_big' } }, { $group: { _id: { u: '$user_id', s: '$status' }, n: { $sum: 1 } } }], cursor: {} });
     const sorted = [...times].sort((a, b) => a - b);
-    process.stdout.write(`progress of ${RECORDS} records / ${2 * RECORDS} responses (and a neighbour as large): median ${fmt(sorted[Math.floor(sorted.length / 2)]!, 0)} ms, min ${fmt(sorted[0]!, 0)} ms, max ${fmt(sorted.at(-1)!, 0)} ms over ${CALLS} calls\n`);
+    const p95 = sorted[Math.min(sorted.length - 1, Math.ceil(0.95 * sorted.length) - 1)]!;
+    process.stdout.write(`progress of ${RECORDS} records / ${2 * RECORDS} responses (and a neighbour as large): median ${fmt(sorted[Math.floor(sorted.length / 2)]!, 0)} ms, p95 ${fmt(p95, 0)} ms, min ${fmt(sorted[0]!, 0)} ms, max ${fmt(sorted.at(-1)!, 0)} ms over ${CALLS} calls\n`);
   } finally {
     await mon.client.close().catch(() => undefined);
     await store.stop();

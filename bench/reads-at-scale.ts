@@ -3,12 +3,15 @@
 // dataset of --dataset-records among datasets of the same size, created interleaved in time so
 // that the measured dataset is spread over the whole collection) and one or more responses per
 // record, straight into the store with insertMany in the shapes the worker stores
-// (shared/documents.ts); starts the real API process (`api/main.ts`, through tsx) and times
+// (shared/documents.ts), with the worker's indexes created first on the empty collections as the
+// worker does at start-up (`--indexes-after`: built over the seeded collections instead;
+// `--unique`: `record_user_unique` unique as the worker makes it, see bench/lib/seed-indexes.ts);
+// starts the real API process (`api/main.ts`, through tsx) and times
 // repeated calls of each query through HTTP (median, p95); then runs `explain` on the store
 // queries the API sent for each (captured from an in-process reader with command monitoring)
 // and names the indexes the plan uses.
 //
-//   node --import tsx bench/reads-at-scale.ts [--records N (1000000)] [--dataset-records N (1000)] [--calls N (30)] [--raw-plans]
+//   node --import tsx bench/reads-at-scale.ts [--records N (1000000)] [--dataset-records N (1000)] [--calls N (30)] [--raw-plans] [--indexes-after] [--unique]
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -23,7 +26,9 @@ import { createRecordReader } from '../api/reads.js';
 import { ROOT } from './lib/root.js';
 import { freePort, startFerretDb, startRedis, waitForPort } from '../devkit/servers.js';
 import { STORE_BACKEND } from './lib/services.js';
-import { ensureIndexes } from '../worker/indexes.js';
+import { createSeedIndexes } from './lib/seed-indexes.js';
+import { storeCpuSeconds } from './lib/proc-cpu.js';
+import { treeCpuSeconds } from './lib/procs.js';
 
 const argv = process.argv.slice(2);
 const num = (name: string, def: number): number => {
@@ -34,7 +39,7 @@ const num = (name: string, def: number): number => {
   return n;
 };
 if (argv.includes('--help')) {
-  process.stdout.write('usage: npm run bench:reads -- [--records N (1000000)] [--dataset-records N (1000)] [--calls N (30)] [--raw-plans]\n');
+  process.stdout.write('usage: npm run bench:reads -- [--records N (1000000)] [--dataset-records N (1000)] [--calls N (30)] [--raw-plans] [--indexes-after] [--unique]\n');
   process.exit(0);
 }
 const RECORDS = num('--records', 1_000_000);
@@ -42,8 +47,14 @@ const DATASET_RECORDS = num('--dataset-records', 1_000);
 const CALLS = num('--calls', 30);
 /** Also write each plan's raw `explain` answer into the report. */
 const RAW_PLANS = argv.includes('--raw-plans');
+/** Build the indexes over the seeded collections rather than seed with them in place. */
+const INDEXES_AFTER = argv.includes('--indexes-after');
+/** Create `record_user_unique` unique (the worker's index exactly): quadratic to seed on the stand-in. */
+const UNIQUE = argv.includes('--unique');
 const DATASETS = Math.max(1, Math.floor(RECORDS / DATASET_RECORDS));
-const SEED_BATCH = 5_000;
+const SEED_BATCH = 1_000;
+/** Seed batches sent at once (FerretDB runs each on its own PostgreSQL backend). */
+const SEED_IN_FLIGHT = 4;
 const DATASET = 'bench-reads-0';
 const DATABASE = 'bench_reads';
 const BASE_MS = Date.UTC(2026, 0, 1);
@@ -100,12 +111,15 @@ async function seed(db: Db): Promise<{ seconds: number; responses: number }> {
   const records = db.collection<RecordDoc>(COLLECTIONS.records);
   const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
   let responseCount = 0;
+  const inFlight: Promise<unknown>[] = [];
   for (let from = 0; from < RECORDS; from += SEED_BATCH) {
     const batch = docs(from, Math.min(RECORDS, from + SEED_BATCH));
     responseCount += batch.responses.length;
-    await Promise.all([records.insertMany(batch.records, { ordered: false }), responses.insertMany(batch.responses, { ordered: false })]);
-    if ((from / SEED_BATCH) % 20 === 0) log(`seeded ${Math.min(RECORDS, from + SEED_BATCH).toLocaleString('en-US')} records`);
+    inFlight.push(Promise.all([records.insertMany(batch.records, { ordered: false }), responses.insertMany(batch.responses, { ordered: false })]));
+    if (inFlight.length >= SEED_IN_FLIGHT) await inFlight.shift();
+    if ((from / SEED_BATCH) % 100 === 0) log(`seeded ${Math.min(RECORDS, from + SEED_BATCH).toLocaleString('en-US')} records`);
   }
+  await Promise.all(inFlight);
   return { seconds: (Date.now() - started) / 1000, responses: responseCount };
 }
 
@@ -165,15 +179,27 @@ async function main(): Promise<void> {
   let api: ReturnType<typeof spawn> | undefined;
   try {
     const db = client.db(DATABASE);
-    log(`seeding ${RECORDS.toLocaleString('en-US')} records in ${DATASETS.toLocaleString('en-US')} datasets of ${DATASET_RECORDS.toLocaleString('en-US')} (insertMany, ${SEED_BATCH} per batch)`);
+    // The worker's indexes (worker/indexes.ts), created on the empty collections as the worker
+    // does at start-up, unless --indexes-after. A build over millions of documents outlasts the
+    // driver's default socket timeout: its own client, without one.
+    const builder = new MongoClient(ferret.url, { socketTimeoutMS: 0 });
+    const buildIndexes = async (): Promise<number> => {
+      const started = Date.now();
+      try {
+        await createSeedIndexes(builder.db(DATABASE), { unique: UNIQUE });
+      } finally {
+        await builder.close();
+      }
+      return (Date.now() - started) / 1000;
+    };
+    const indexesBefore = INDEXES_AFTER ? 0 : await buildIndexes();
+    log(`seeding ${RECORDS.toLocaleString('en-US')} records in ${DATASETS.toLocaleString('en-US')} datasets of ${DATASET_RECORDS.toLocaleString('en-US')} (insertMany, ${SEED_BATCH} per batch, ${SEED_IN_FLIGHT} in flight, indexes ${INDEXES_AFTER ? 'built after' : 'in place'}${UNIQUE ? '' : ', record_user_unique not unique'})`);
+    const storeCpu0 = storeCpuSeconds(ferret.postgres.port);
     const seeded = await seed(db);
-    log(`seeded ${RECORDS.toLocaleString('en-US')} records and ${seeded.responses.toLocaleString('en-US')} responses in ${seeded.seconds.toFixed(1)} s`);
-    // The worker's indexes (worker/indexes.ts), built once over the seeded collections: faster
-    // than keeping them up to date through a million inserts.
-    const indexStarted = Date.now();
-    await ensureIndexes(db);
-    const indexSeconds = (Date.now() - indexStarted) / 1000;
-    log(`indexes built in ${indexSeconds.toFixed(1)} s`);
+    const seedCpu = storeCpuSeconds(ferret.postgres.port) - storeCpu0;
+    log(`seeded ${RECORDS.toLocaleString('en-US')} records and ${seeded.responses.toLocaleString('en-US')} responses in ${seeded.seconds.toFixed(1)} s (store CPU ${seedCpu.toFixed(0)} s)`);
+    const indexSeconds = INDEXES_AFTER ? await buildIndexes() : indexesBefore;
+    if (INDEXES_AFTER) log(`indexes built in ${indexSeconds.toFixed(1)} s`);
 
     const port = await freePort();
     api = spawn(process.execPath, ['--import', 'tsx', 'api/main.ts'], {
@@ -194,11 +220,15 @@ async function main(): Promise<void> {
       if (c.second && typeof first.body['next_cursor'] !== 'string') throw new Error(`${c.name}: no second page`);
       const times: number[] = [];
       let items = 0;
+      const cpu0 = { all: storeCpuSeconds(ferret.postgres.port), api: treeCpuSeconds(api.pid!) };
       for (let k = 0; k < CALLS; k++) {
         const r = await getJson(port, timed);
         times.push(r.ms);
         items = (r.body['items'] as unknown[]).length;
       }
+      // CPU per call: the API process, and the store (PostgreSQL + FerretDB, everything else this bench started but idle Redis).
+      const apiMs = ((treeCpuSeconds(api.pid!) - cpu0.api) * 1000) / CALLS;
+      const storeMs = ((storeCpuSeconds(ferret.postgres.port) - cpu0.all) * 1000) / CALLS - apiMs;
       times.sort((a, b) => a - b);
       // The commands the API sends for this page, captured from the reader, then explained.
       const commands: CommandStartedEvent[] = [];
@@ -221,8 +251,8 @@ async function main(): Promise<void> {
       const median = quantile(times, 0.5);
       const p95 = quantile(times, 0.95);
       rawPlans.push(...raw);
-      log(`${c.name}: median ${median.toFixed(1)} ms, p95 ${p95.toFixed(1)} ms, ${items} items; ${plans.join('; ')}`);
-      rows.push(`| ${c.name} | ${median.toFixed(1)} | ${p95.toFixed(1)} | ${items} | ${[...new Set(plans)].join('<br>')} |`);
+      log(`${c.name}: median ${median.toFixed(1)} ms, p95 ${p95.toFixed(1)} ms, CPU per call API ${apiMs.toFixed(1)} ms store ${storeMs.toFixed(1)} ms, ${items} items; ${plans.join('; ')}`);
+      rows.push(`| ${c.name} | ${median.toFixed(1)} | ${p95.toFixed(1)} | ${apiMs.toFixed(1)} / ${storeMs.toFixed(1)} | ${items} | ${[...new Set(plans)].join('<br>')} |`);
     }
 
     const stamp = new Date().toISOString().replace(/:/g, '-').replace(/\.\d+Z$/, 'Z');
@@ -232,12 +262,13 @@ async function main(): Promise<void> {
       `Command: \`npm run bench:reads -- ${argv.join(' ')}\`; store ${STORE_BACKEND}; ${cpus().length} CPUs, load average ${loadavg()
         .map((l) => l.toFixed(2))
         .join(' / ')} (1/5/15 min) at the end.`,
-      `Collection: ${RECORDS.toLocaleString('en-US')} records in ${DATASETS.toLocaleString('en-US')} datasets of ${DATASET_RECORDS.toLocaleString('en-US')} (interleaved in time), ${seeded.responses.toLocaleString('en-US')} responses, seeded in ${seeded.seconds.toFixed(0)} s, indexes built after in ${indexSeconds.toFixed(0)} s. ` +
+      `Collection: ${RECORDS.toLocaleString('en-US')} records in ${DATASETS.toLocaleString('en-US')} datasets of ${DATASET_RECORDS.toLocaleString('en-US')} (interleaved in time), ${seeded.responses.toLocaleString('en-US')} responses, seeded in ${seeded.seconds.toFixed(0)} s (store CPU ${seedCpu.toFixed(0)} s) ` +
+        `${INDEXES_AFTER ? `with the indexes built after in ${indexSeconds.toFixed(0)} s` : 'with the indexes in place (created on the empty collections)'}${UNIQUE ? '' : '; `record_user_unique` created not unique (bench/lib/seed-indexes.ts)'}. ` +
         `Measured dataset \`${DATASET}\`: record statuses pending/completed, metadata model-a/model-b and turn 0-6, 1-3 responses by annotator-a/b/c in mixed statuses.`,
       `Each row: ${CALLS} calls of \`GET /datasets/${DATASET}/records?…\` through HTTP to the API process, one after another (ms, client side); plans: \`explain\` of each store query the page sends.`,
       '',
-      '| query | median ms | p95 ms | items | store queries: indexes in the plan |',
-      '|---|---|---|---|---|',
+      '| query | median ms | p95 ms | CPU ms per call, API / store | items | store queries: indexes in the plan |',
+      '|---|---|---|---|---|---|',
       ...rows,
       '',
       ...(RAW_PLANS ? ['## Raw plans', '', '```', ...rawPlans, '```', ''] : []),

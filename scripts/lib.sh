@@ -153,7 +153,9 @@ documentdb.maxUserLimit = 100
 # Index terms as a B-tree key has them: one per document holding all the key's fields in order, not one per field
 # (DocumentDB's default). With one per field every insert lengthens the entry lists of low-cardinality values (a dataset,
 # a status, an annotator): seeding 100,000 records with the worker's indexes cost 271 µs of store CPU per document
-# instead of 42. Applies to indexes created after it (docs/store.md, docs/performance.md "Reads at scale").
+# instead of 42. Applies to indexes created after it. Safe since no index of the worker is unique (worker/indexes.ts):
+# beside a unique index, inserts crashed a backend (signal 11 under the uniqueness check's RUM scan) with it, and more
+# rarely without it; with no unique index, no crash in 3M- and 6M-document seeds (docs/store.md).
 documentdb.defaultUseCompositeOpClass = true
 # FerretDB opens a PostgreSQL connection per client command in flight: room for a few hundred.
 max_connections = 300

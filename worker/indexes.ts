@@ -2,8 +2,8 @@ import type { Db, IndexDescription } from 'mongodb';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { isTransientMongoError, TransientStoreError } from './errors.js';
 
-/** The indexes the worker's writes and the expected reads need (idempotent to create). */
-const INDEXES: readonly { readonly collection: string; readonly index: IndexDescription }[] = [
+/** The indexes the worker's writes and the expected reads need (idempotent to create). Exported for the benches that seed a store. */
+export const WORKER_INDEXES: readonly { readonly collection: string; readonly index: IndexDescription }[] = [
   // The read API pages a dataset by (created_at, _id) both ways and exports it by dataset.
   { collection: COLLECTIONS.records, index: { key: { feedback_dataset_id: 1, created_at: 1, _id: 1 }, name: 'dataset_created_id' } },
   { collection: COLLECTIONS.records, index: { key: { feedback_dataset_id: 1, external_id: 1 }, name: 'dataset_external_id' } },
@@ -51,7 +51,7 @@ export async function ensureIndexes(db: Db): Promise<void> {
   // Indexed by _id alone, so no index above creates it: created here rather than by the first
   // recounts' upserts, which several workers may run at once.
   await ensureCollection(db, COLLECTIONS.completionGuards);
-  for (const { collection, index } of INDEXES) {
+  for (const { collection, index } of WORKER_INDEXES) {
     try {
       await db.collection(collection).createIndexes([index]);
     } catch (err) {
