@@ -83,7 +83,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
    * the store refuses that version for good, the next older one is tried, so a bad update never
    * erases an older valid one.
    */
-  async function store(items: readonly SequencedWrite[]): Promise<WriteResult[]> {
+  async function store(items: readonly SequencedWrite[], earlier: Promise<unknown>): Promise<WriteResult[]> {
     const results: (WriteResult | undefined)[] = new Array<WriteResult | undefined>(items.length);
     const guard = options.erasures;
     const before = guard === undefined ? NO_TOMBSTONES : await guard.tombstones(items);
@@ -107,6 +107,13 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     ]);
     for (const [i, item] of items.entries()) {
       if (isRecordWrite(item) && results[i] === undefined) datasets.set(item.write.record_id, item.write.record.feedback_dataset_id);
+    }
+    // Records not found may be in the round still running beside this one: once it is done, they
+    // are stored (and remembered), so look again before deferring their responses to a retry.
+    const missing = [...new Set(items.filter((i) => !isRecordWrite(i) && !datasets.has(i.write.record_id)).map((i) => i.write.record_id))];
+    if (missing.length > 0) {
+      await earlier;
+      for (const [id, datasetId] of await lookup.datasetsOf(missing)) datasets.set(id, datasetId);
     }
     for (const [i, item] of items.entries()) {
       if (isRecordWrite(item) && coveredBefore.has(i)) results[i] = ERASED;
@@ -202,15 +209,28 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     });
   }
 
+  /** Settles when the latest round started has ended (either way). */
+  let lastRound: Promise<unknown> = Promise.resolve();
+
   const rounds = createGroupCommit<readonly SequencedWrite[], WriteResult[]>({
     maxItems: Number.MAX_SAFE_INTEGER,
     maxWeight: options.maxBatchWrites ?? 2_000,
     weight: (items) => items.length,
-    // One store round at a time per process: a round then finds the records of the rounds before
-    // it stored (or remembered), instead of deferring their responses to a retry of the job.
-    maxInFlight: 1,
+    // Two store rounds at a time per process: one round's commands wait on the store's answers to
+    // the step before (records, then responses, then events and completion), so one round at a
+    // time left the store idle between steps (the worker drained at half the rate: docs/performance.md).
+    // The rounds are independent as two worker processes' are (conditional updates by `seq`,
+    // guards of completion and erasure); a round looks again for the records it did not find once
+    // the round before it is done, so a response never waits for a retry on a record stored beside it.
+    maxInFlight: 2,
     async commit(jobs) {
-      const results = await store(jobs.flat());
+      const earlier = lastRound;
+      const round = store(jobs.flat(), earlier);
+      lastRound = round.then(
+        () => undefined,
+        () => undefined,
+      );
+      const results = await round;
       let at = 0;
       return jobs.map((items) => results.slice(at, (at += items.length)));
     },

@@ -13,6 +13,7 @@ import { sharedServices } from '../helpers/root-hooks.js';
 import { startRacingWorkers, type RacingWorkers } from '../helpers/racing-workers.js';
 import { silentLogger } from '../helpers/stack.js';
 import { shuffled } from '../helpers/writes.js';
+import { gate, holdingCall } from '../helpers/held-calls.js';
 
 const DATASET = 'ds_completion';
 const BASE_SEQ = 2 ** 50;
@@ -46,45 +47,6 @@ function responseWrite(r: number, u: number, v: number, status: Status): Sequenc
     response: { status, values: { v }, user_id: `ann-${u}` },
   };
   return { write, seq: BASE_SEQ + 1_000_000 + v * 10_000 + r * 10 + u, index: 0 };
-}
-
-/**
- * `db` whose collection `name` holds the `nth` call of `method` until `release`, after calling
- * `held`. The store is the real one; only the moment a command leaves is chosen.
- */
-function holdingCall(db: Db, name: string, method: 'bulkWrite' | 'insertMany', nth: number, held: () => void, release: Promise<void>): Db {
-  const bind = (target: object, member: unknown) => (typeof member === 'function' ? (member as (...a: unknown[]) => unknown).bind(target) : member);
-  return new Proxy(db, {
-    get(target, prop) {
-      if (prop !== 'collection') return bind(target, Reflect.get(target, prop, target));
-      return (collectionName: string) => {
-        const col = target.collection(collectionName);
-        if (collectionName !== name) return col;
-        let calls = 0;
-        return new Proxy(col, {
-          get(c, p) {
-            if (p !== method) return bind(c, Reflect.get(c, p, c));
-            return async (...args: unknown[]) => {
-              if (++calls === nth) {
-                held();
-                await release;
-              }
-              return (c[method] as (...a: unknown[]) => Promise<unknown>)(...args);
-            };
-          },
-        });
-      };
-    },
-  });
-}
-
-/** A gate: `held` resolves when the call is held, `release()` lets it go. */
-function gate() {
-  let onHeld!: () => void;
-  const held = new Promise<void>((resolve) => (onHeld = resolve));
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  return { onHeld, held, release, released };
 }
 
 describe('record completion (worker/completion.ts) on the real store', () => {

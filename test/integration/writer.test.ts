@@ -10,6 +10,7 @@ import { startFerretDb } from '../../devkit/servers.js';
 import { OVERSIZE_TEXT } from '../helpers/oversize.js';
 import { eventually, silentLogger } from '../helpers/stack.js';
 import { recordWrite, shuffled, version } from '../helpers/writes.js';
+import { gate, holdingCall } from '../helpers/held-calls.js';
 
 describe('worker writer (order, races, store limits) on the real store', () => {
   let client: MongoClient;
@@ -35,6 +36,24 @@ describe('worker writer (order, races, store limits) on the real store', () => {
   });
 
   const stored = () => db.collection<{ _id: string; seq: number; values: Record<string, unknown>; status: string; created_at: Date }>(COLLECTIONS.responses);
+
+  it('two rounds at once: a response whose record is being stored by the other round waits for it and is stored, not deferred to a retry', async () => {
+    const g = gate();
+    const c = new MongoClient(sharedServices().mongoUrl, { ...mongoClientOptions(), retryWrites: false });
+    clients.push(c);
+    // The first round's record insert is held; the second round (the writer runs two at once) holds the record's response.
+    const w = createFeedbackWriter({ db: holdingCall(c.db(db.databaseName), COLLECTIONS.records, 'insertMany', 1, g.onHeld, g.released), logger: silentLogger });
+    const first = w.write([recordWrite(1)]);
+    await g.held;
+    const second = w.write([version(1, 1, 1)]);
+    // Without the second look, the second round answers `deferred` at once, the record not being stored yet.
+    const early = await Promise.race([second.then((r) => r[0]!.kind), new Promise<'waiting'>((resolve) => setTimeout(() => resolve('waiting'), 2_000))]);
+    g.release();
+    expect(early, 'the second round decided before the first stored its record').to.equal('waiting');
+    expect((await first)[0]!.kind).to.equal('stored');
+    expect((await second)[0]!.kind).to.equal('stored');
+    expect(await stored().countDocuments({ _id: 'rsp_1_1' })).to.equal(1);
+  });
 
   it('keeps the newest version of each response whatever order and batches the versions arrive in, and says stale for the others', async () => {
     const w = await newWriter();
