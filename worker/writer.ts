@@ -209,7 +209,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     });
   }
 
-  /** Settles when the latest round started has ended (either way). */
+  /** Settles when every round started so far has ended (either way). */
   let lastRound: Promise<unknown> = Promise.resolve();
 
   const rounds = createGroupCommit<readonly SequencedWrite[], WriteResult[]>({
@@ -226,10 +226,14 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     async commit(jobs) {
       const earlier = lastRound;
       const round = store(jobs.flat(), earlier);
-      lastRound = round.then(
-        () => undefined,
-        () => undefined,
-      );
+      // Every round started before this one, not only the last: the one before it may end first.
+      lastRound = Promise.all([
+        earlier,
+        round.then(
+          () => undefined,
+          () => undefined,
+        ),
+      ]);
       const results = await round;
       let at = 0;
       return jobs.map((items) => results.slice(at, (at += items.length)));
