@@ -5,6 +5,7 @@ import { COLLECTIONS } from './mongo.js';
 import { DatasetId, queryLimit } from './schemas.js';
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from './webhook-events.js';
 import type { DeliveryLeases } from './webhook-leases.js';
+import { DELIVERY_STATUSES, pendingOrder, type DeliveryDoc, type DeliveryStatus } from './webhook-outbox.js';
 
 /*
  * Webhook endpoints and their deliveries in MongoDB: the one implementation behind
@@ -46,73 +47,6 @@ export interface WebhookEndpointDoc {
   description: string | null;
   secret: string;
   created_at: Date;
-}
-
-export const DELIVERY_STATUSES = ['pending', 'queued', 'delivered', 'failed', 'held', 'superseded'] as const;
-export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
-
-/**
- * One event for one endpoint in the outbox (`webhook_outbox`). `pending`: waits in MongoDB, or is
- * in a delivery job (its record's lease in Redis, shared/webhook-leases.ts: the admin API shows it
- * `queued`; retrying with backoff); `queued`: in a job of an earlier release, which marked it here; `delivered`: 2xx; `failed`: every
- * attempt failed; `held`: a later event of a record whose earlier event failed, kept back until
- * that one is replayed; `superseded`: a later event of the record was delivered first (several
- * worker processes, or an erasure's event appended ahead of them), so this older state is not sent.
- */
-export interface DeliveryDoc {
-  _id: string;
-  endpoint_id: string;
-  event_id: string;
-  event_type: WebhookEventType;
-  /** The ordering key: the record id. */
-  key: string;
-  /**
-   * `<endpoint>|<record>` ({@link recordKey}): a record's deliveries to an endpoint, in an index of
-   * one field. DocumentDB prices an index entry by the fields of its key, on every insert and every
-   * status change: one string instead of a compound key is most of what the outbox costs a store
-   * round (docs/webhooks.md#speed).
-   */
-  k: string;
-  /** Only while `pending` (in flight included): `<endpoint>|<seq>|<rank>` ({@link pendingOrder}), the dispatcher's scan (sparse index). */
-  q?: string;
-  /** Only while `queued` by an earlier release: the endpoint, so that reconcile() finds them on a sparse index. */
-  f?: string;
-  /** While `queued` by an earlier release: the dispatcher pass that queued it; only that pass's delivery job sends it. */
-  claim?: string;
-  /** What the event is about within the record (the record or a response id); absent on deliveries appended by earlier releases. */
-  subject_id?: string;
-  seq: number;
-  rank: number;
-  dataset_id: string;
-  /** The exact bytes sent and signed. */
-  body: string;
-  status: DeliveryStatus;
-  attempts: number;
-  created_at: Date;
-  updated_at: Date;
-  last_error?: string;
-  last_status?: number;
-  delivered_at?: Date;
-}
-
-/** The id of a delivery document and of its BullMQ job (no `:`, which BullMQ refuses in ids). */
-export function deliveryId(endpointId: string, eventId: string): string {
-  return `${endpointId}.${eventId}`;
-}
-
-/** The value of {@link DeliveryDoc.k}. */
-export function recordKey(endpointId: string, recordId: string): string {
-  return `${endpointId}|${recordId}`;
-}
-
-/** The value of {@link DeliveryDoc.q}: sorts as (seq, rank) within an endpoint (16 digits hold every safe integer). */
-export function pendingOrder(endpointId: string, seq: number, rank: number): string {
-  return `${endpointId}|${String(seq).padStart(16, '0')}|${rank}`;
-}
-
-/** Every `q` or `k` value of an endpoint (`}` follows `|`). */
-export function endpointRange(endpointId: string): { $gte: string; $lt: string } {
-  return { $gte: `${endpointId}|`, $lt: `${endpointId}}` };
 }
 
 const SUMMARY_STATUSES = ['pending', 'queued', 'delivered', 'failed', 'held'] as const;

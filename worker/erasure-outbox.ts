@@ -1,6 +1,6 @@
 import type { Db } from 'mongodb';
 import { COLLECTIONS } from '../shared/mongo.js';
-import type { DeliveryDoc } from '../shared/webhook-admin.js';
+import type { DeliveryDoc } from '../shared/webhook-outbox.js';
 import type { WebhookEventType } from '../shared/webhook-events.js';
 import type { ErasedResponse } from './erasure-guard.js';
 import { storeCall } from './errors.js';

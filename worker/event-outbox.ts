@@ -1,7 +1,7 @@
 import type { Db } from 'mongodb';
 import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
-import { deliveryId, pendingOrder, recordKey, type DeliveryDoc } from '../shared/webhook-admin.js';
+import { deliveryId, pendingOrder, recordKey, type DeliveryDoc } from '../shared/webhook-outbox.js';
 import { EVENT_RANK, eventBody, eventId, type StoredEvent, type WebhookEventType } from '../shared/webhook-events.js';
 import { insertNew } from './inserts.js';
 import type { WebhookSubscriptions } from './webhook-subscriptions.js';

@@ -1,7 +1,7 @@
 import type { Db } from 'mongodb';
 import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
-import { pendingOrder, recordKey, type DeliveryDoc } from '../shared/webhook-admin.js';
+import { pendingOrder, recordKey, type DeliveryDoc } from '../shared/webhook-outbox.js';
 
 /** The outbox's compound indexes of earlier releases: each costs every insert and status change an entry per field. */
 const OBSOLETE_INDEXES = ['endpoint_status_seq', 'endpoint_key_status'] as const;
@@ -9,7 +9,7 @@ const OBSOLETE_INDEXES = ['endpoint_status_seq', 'endpoint_key_status'] as const
 const PAGE = 1000;
 
 /**
- * Brings an outbox written by an earlier release to the current keys (shared/webhook-admin.ts
+ * Brings an outbox written by an earlier release to the current keys (shared/webhook-outbox.ts
  * `DeliveryDoc`): the dispatcher finds deliveries by `k`, `q` and `f` only, so one appended before
  * would otherwise wait for ever. Drops the compound indexes those releases created. Run as the
  * worker's webhooks start; idempotent, and a read of nothing once done.

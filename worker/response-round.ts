@@ -6,7 +6,7 @@ import { carriesResponse, firstResponseDoc, isRecordWrite, responseUpdate, type 
 import { insertNew } from './inserts.js';
 import { responseUpdateWithHistory } from './response-history.js';
 import { applyUpdates, type UpdateOutcome } from './updates.js';
-import type { WriteResult } from './writer.js';
+import { STORED, type WriteResult } from './write-result.js';
 
 // The responses of one store round (worker/writer.ts): per response the newest version the round
 // holds, first versions inserted, later ones by the conditional upsert of worker/updates.ts; a
@@ -23,8 +23,6 @@ export interface ResponseRound {
   /** Decides every response-carrying write of `items` whose result is still undefined, in `results`. */
   store(items: readonly SequencedWrite[], results: (WriteResult | undefined)[], datasets: ReadonlyMap<string, string>, notes: ResponseNotes | undefined): Promise<void>;
 }
-
-const STORED: WriteResult = { kind: 'stored' };
 
 export function createResponseRound(options: { readonly responses: Collection<ResponseDoc>; readonly logger: Logger; readonly historyMax: number }): ResponseRound {
   const { responses, logger, historyMax } = options;

@@ -1,7 +1,8 @@
 import type { Job } from 'bullmq';
 import type { AnyBulkWriteOperation, Db } from 'mongodb';
 import { COLLECTIONS } from '../shared/mongo.js';
-import { recordKey, type DeliveryDoc, type WebhookEndpointDoc } from '../shared/webhook-admin.js';
+import type { WebhookEndpointDoc } from '../shared/webhook-admin.js';
+import { recordKey, type DeliveryDoc } from '../shared/webhook-outbox.js';
 import { sendWebhook, type WebhookTargetPolicy } from '../shared/webhook-sender.js';
 import type { DeliveryLeases } from '../shared/webhook-leases.js';
 import type { DeliveryJobData } from './webhook-dispatcher.js';

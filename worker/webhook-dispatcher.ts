@@ -3,7 +3,7 @@ import type { JobsOptions, Queue } from 'bullmq';
 import type { Db } from 'mongodb';
 import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
-import { endpointRange, pendingOrder, recordKey, type DeliveryDoc } from '../shared/webhook-admin.js';
+import { endpointRange, pendingOrder, recordKey, type DeliveryDoc } from '../shared/webhook-outbox.js';
 import type { DeliveryLeases } from '../shared/webhook-leases.js';
 import type { WebhookSubscriptions } from './webhook-subscriptions.js';
 

@@ -12,6 +12,7 @@ import {
 } from './documents.js';
 import type { RecordDoc, ResponseDoc, SuggestionDoc } from '../shared/documents.js';
 import { createResponseRound, type ResponseNotes } from './response-round.js';
+import { DEFERRED, ERASED, STORED, type WriteResult } from './write-result.js';
 import { createSuggestionRound, type SuggestionChange } from './suggestions.js';
 import { insertNew } from './inserts.js';
 import { createRecordLookup } from './record-lookup.js';
@@ -25,18 +26,7 @@ interface RoundNotes extends ResponseNotes {
   records: { index: number; doc: RecordDoc }[];
 }
 
-/** What became of one write. */
-export type WriteResult =
-  /** Stored: a record (with its first response, or a later version of it), or a response version. */
-  | { readonly kind: 'stored' }
-  /** A later-accepted version of the response is stored; `newer` is its order when known. */
-  | { readonly kind: 'stale'; readonly newer: number | undefined }
-  /** The record of this response is not stored yet (still queued in another job). */
-  | { readonly kind: 'deferred' }
-  /** The store refuses the write for good. */
-  | { readonly kind: 'rejected'; readonly error: string }
-  /** An erasure accepted after it covers it: not stored, or removed again (worker/erasure-guard.ts). */
-  | { readonly kind: 'erased' };
+export type { WriteResult } from './write-result.js';
 
 export interface FeedbackWriter {
   /**
@@ -66,9 +56,6 @@ interface FeedbackWriterOptions {
   readonly events?: RoundEvents;
 }
 
-const STORED: WriteResult = { kind: 'stored' };
-const DEFERRED: WriteResult = { kind: 'deferred' };
-const ERASED: WriteResult = { kind: 'erased' };
 
 export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWriter {
   const { db, logger } = options;

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { MongoNetworkError, type Db } from 'mongodb';
-import type { DeliveryDoc } from '../../shared/webhook-admin.js';
+import type { DeliveryDoc } from '../../shared/webhook-outbox.js';
 import { OTHER_KEY, TEST_KEY } from './env.js';
 import type { HttpResult, Stack } from './stack.js';
 import type { ReceivedWebhook, WebhookReceiver } from './webhook-receiver.js';

@@ -7,7 +7,7 @@ import { WebhookPing } from '../../api/routes/webhooks.js';
 import { DeliveriesReplayed, DeliveryList, WebhookEndpointCreated, WebhookEndpointList } from '../../shared/webhook-admin.js';
 import { createIdMinter } from '../../shared/ids.js';
 import { COLLECTIONS } from '../../shared/mongo.js';
-import { pendingOrder, recordKey, type DeliveryDoc } from '../../shared/webhook-admin.js';
+import { pendingOrder, recordKey, type DeliveryDoc } from '../../shared/webhook-outbox.js';
 import { webhookLeaseKey } from '../../shared/redis-keys.js';
 import { testConfig, TEST_KEY } from '../helpers/env.js';
 import { deadLetters, eventually, startStack, type HttpResult, type Stack } from '../helpers/stack.js';

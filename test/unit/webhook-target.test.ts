@@ -2,7 +2,7 @@ import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { isPublicAddress, sendWebhook, urlProblem } from '../../shared/webhook-sender.js';
-import type { DeliveryDoc } from '../../shared/webhook-admin.js';
+import type { DeliveryDoc } from '../../shared/webhook-outbox.js';
 import { deliveryBackoffMs, supersedes } from '../../worker/webhook-delivery.js';
 
 describe('webhook targets (SSRF guard)', () => {
