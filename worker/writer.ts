@@ -70,7 +70,12 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
    * the store refuses that version for good, the next older one is tried, so a bad update never
    * erases an older valid one.
    */
-  async function store(items: readonly SequencedWrite[], earlier: Promise<unknown>): Promise<WriteResult[]> {
+  /**
+   * `earlier` settles when every round started before this one has ended; `turn` gives this round
+   * its turn to write responses and suggestions (after the round before it wrote its own), and
+   * `done` passes the turn on.
+   */
+  async function store(items: readonly SequencedWrite[], earlier: Promise<unknown>, turn: Promise<unknown>, done: () => void): Promise<WriteResult[]> {
     const results: (WriteResult | undefined)[] = new Array<WriteResult | undefined>(items.length);
     const guard = options.erasures;
     const before = guard === undefined ? NO_TOMBSTONES : await guard.tombstones(items);
@@ -113,7 +118,10 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     }
 
     // Suggestions go in their own commands beside the responses' (worker/suggestions.ts).
-    const [suggested] = await Promise.all([suggestionRound.store(items, datasets, (i) => results[i] === undefined), responseRound.store(items, results, datasets, notes)]);
+    // In the rounds' order: versions of a response in consecutive rounds are written in acceptance
+    // order, so each finds the one before it stored and keeps it in the history.
+    await turn;
+    const [suggested] = await Promise.all([suggestionRound.store(items, datasets, (i) => results[i] === undefined), responseRound.store(items, results, datasets, notes)]).finally(done);
     for (const [i, outcome] of suggested) {
       if (isSuggestionWrite(items[i]!)) results[i] = outcome.kind === 'stale' ? { kind: 'stale', newer: undefined } : outcome;
       else if (outcome.kind === 'rejected' && results[i]?.kind !== 'rejected') results[i] = outcome;
@@ -198,6 +206,8 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
 
   /** Settles when every round started so far has ended (either way). */
   let lastRound: Promise<unknown> = Promise.resolve();
+  /** Settles when every round started so far has written its responses (or ended without). */
+  let responsesTurn: Promise<unknown> = Promise.resolve();
 
   const rounds = createGroupCommit<readonly SequencedWrite[], WriteResult[]>({
     maxItems: Number.MAX_SAFE_INTEGER,
@@ -207,12 +217,18 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     // the step before (records, then responses, then events and completion), so one round at a
     // time left the store idle between steps (the worker drained at half the rate: docs/performance.md).
     // The rounds are independent as two worker processes' are (conditional updates by `seq`,
-    // guards of completion and erasure); a round looks again for the records it did not find once
-    // the round before it is done, so a response never waits for a retry on a record stored beside it.
+    // guards of completion and erasure), but write their responses in turn, so the versions of a
+    // response in consecutive rounds are stored in order and each is kept in the history; a round
+    // looks again for the records it did not find once the rounds before it are done, so a
+    // response never waits for a retry on a record stored beside it.
     maxInFlight: 2,
     async commit(jobs) {
       const earlier = lastRound;
-      const round = store(jobs.flat(), earlier);
+      const turn = responsesTurn;
+      let done!: () => void;
+      // The next round's turn comes once this one and every one before it wrote (or ended).
+      responsesTurn = Promise.all([turn, new Promise<void>((resolve) => (done = resolve))]);
+      const round = store(jobs.flat(), earlier, turn, done).finally(done);
       // Every round started before this one, not only the last: the one before it may end first.
       lastRound = Promise.all([
         earlier,
