@@ -55,6 +55,27 @@ describe('worker writer (order, races, store limits) on the real store', () => {
     expect(await stored().countDocuments({ _id: 'rsp_1_1' })).to.equal(1);
   });
 
+  it('two rounds at once: versions of a response in consecutive rounds are stored in order, so the history keeps the earlier one', async () => {
+    const g = gate();
+    const c = new MongoClient(sharedServices().mongoUrl, { ...mongoClientOptions(), retryWrites: false });
+    clients.push(c);
+    await (await newWriter()).write([recordWrite(1)]);
+    // The first round's response update is held; the second round holds the next version of the same response.
+    const w = createFeedbackWriter({ db: holdingCall(c.db(db.databaseName), COLLECTIONS.responses, 'bulkWrite', 1, g.onHeld, g.released), logger: silentLogger, historyMax: 20 });
+    const first = w.write([version(1, 1, 1)]);
+    await g.held;
+    const second = w.write([version(1, 1, 2)]);
+    // Written at once, the second version is stored first and the first one loses as stale, leaving no history.
+    const early = await Promise.race([second.then((r) => r[0]!.kind), new Promise<'waiting'>((resolve) => setTimeout(() => resolve('waiting'), 2_000))]);
+    g.release();
+    expect(early, 'the second round wrote before the first').to.equal('waiting');
+    expect((await first)[0]!.kind).to.equal('stored');
+    expect((await second)[0]!.kind).to.equal('stored');
+    const doc = await db.collection<{ _id: string; seq: number; history?: { seq: number }[] }>(COLLECTIONS.responses).findOne({ _id: 'rsp_1_1' });
+    expect(doc?.seq).to.equal(version(1, 1, 2).seq);
+    expect((doc?.history ?? []).map((h) => h.seq)).to.deep.equal([version(1, 1, 1).seq]);
+  });
+
   it('keeps the newest version of each response whatever order and batches the versions arrive in, and says stale for the others', async () => {
     const w = await newWriter();
     const recs = [1, 2, 3].map(recordWrite);
