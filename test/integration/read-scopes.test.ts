@@ -27,6 +27,8 @@ describe('read endpoints: scopes', () => {
     recordA = (await stack.post('/feedback-record', recordBody({ record: { feedback_dataset_id: 'ds_a' } }))).body.feedback_record_id;
     recordB = (await stack.post('/feedback-record', recordBody({ record: { feedback_dataset_id: 'ds_b' } }))).body.feedback_record_id;
     await eventually(async () => ((await get(`/feedback-record/${recordA}`, scopedReader)).status === 200 ? true : undefined), 15_000, 'stored keys loaded and records stored');
+    // Both stored keys are loaded: a refresh between the two creates loads the reader only.
+    await eventually(async () => ((await get(`/feedback-record/${recordA}`, scopedWriter)).status === 403 ? true : undefined), 15_000, 'stored write-only key loaded');
     await eventually(async () => ((await get(`/feedback-record/${recordB}`, READER.secret)).status === 200 ? true : undefined), 15_000, 'record B stored');
   });
   after(async () => {
