@@ -33,6 +33,8 @@ const num = (name: string, def: number) => {
 const WRITES = num('--writes', 10_000);
 const ROUNDS = num('--rounds', 3);
 const BASE_DOCS = 10_000;
+/** WEBHOOK_* settings of this shell reach the worker (e.g. WEBHOOK_MAX_IN_FLIGHT=400 npm run bench:webhooks). */
+const WEBHOOK_ENV = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[0].startsWith('WEBHOOK_') && e[1] !== undefined));
 
 const median = (xs: readonly number[]) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -91,7 +93,7 @@ async function main(): Promise<void> {
           const commands = mon.take();
           progress(`round ${round}: after the drain until every event was delivered: ${countsText(commands)}; store seconds: ${[...mon.lastSeconds()].sort((a, b) => b[1] - a[1]).map(([k, x]) => `${k} ${fmt(x, 1)}`).join(', ')}`);
         };
-        const d = await drainBurst({ redisUrl: redis.url, storeUrl: store.url, mon, dbName: db, burst, seed: base, afterDrain, ...(variant === 'on' ? { webhookUrl: url } : {}) });
+        const d = await drainBurst({ redisUrl: redis.url, storeUrl: store.url, mon, dbName: db, burst, seed: base, afterDrain, env: WEBHOOK_ENV, ...(variant === 'on' ? { webhookUrl: url } : {}) });
         row[variant] = d.rate;
         // The store's (PostgreSQL, FerretDB) and Redis's CPU over the drain (from the queueing of the burst on).
         const storeUs = ((storeDrained - storeCpu0) * 1e6) / WRITES;
