@@ -5,7 +5,7 @@ import { isDuplicateKey, isTransientMongoError, TransientStoreError } from './er
 import { inChunks, STORE_CHUNK_DOCS } from './store-chunks.js';
 
 /** What became of one document: newly inserted, already there (same _id), or refused for good. */
-type InsertOutcome = { readonly kind: 'inserted' } | { readonly kind: 'present' } | { readonly kind: 'rejected'; readonly error: string };
+export type InsertOutcome = { readonly kind: 'inserted' } | { readonly kind: 'present' } | { readonly kind: 'rejected'; readonly error: string };
 
 const INSERTED: InsertOutcome = { kind: 'inserted' };
 const PRESENT: InsertOutcome = { kind: 'present' };

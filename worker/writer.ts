@@ -35,7 +35,12 @@ export interface FeedbackWriter {
    * into the next round, so concurrent jobs share their store commands.
    */
   write(items: readonly SequencedWrite[]): Promise<WriteResult[]>;
+  /** True while a store round runs or ended less than {@link BUSY_AFTER_MS} ago: writes are flowing. */
+  busy(): boolean;
 }
+
+/** How long after its last store round the writer still counts as busy, ms. */
+export const BUSY_AFTER_MS = 250;
 
 interface FeedbackWriterOptions {
   readonly db: Db;
@@ -73,9 +78,11 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
   /**
    * `earlier` settles when every round started before this one has ended; `turn` gives this round
    * its turn to write responses and suggestions (after the round before it wrote its own), and
-   * `done` passes the turn on.
+   * `done` passes the turn on. `events` is the same for webhook events: a round appends its events
+   * (and its record.completed) once the round before it appended its own, and `eventsDone` passes
+   * that turn on.
    */
-  async function store(items: readonly SequencedWrite[], earlier: Promise<unknown>, turn: Promise<unknown>, done: () => void): Promise<WriteResult[]> {
+  async function store(items: readonly SequencedWrite[], earlier: Promise<unknown>, turn: Promise<unknown>, done: () => void, events: Promise<unknown>, eventsDone: () => void): Promise<WriteResult[]> {
     const results: (WriteResult | undefined)[] = new Array<WriteResult | undefined>(items.length);
     const guard = options.erasures;
     const before = guard === undefined ? NO_TOMBSTONES : await guard.tombstones(items);
@@ -128,6 +135,10 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     }
     if (guard !== undefined) await removeCovered(guard, items, datasets, results, coveredBefore);
     if (notes !== undefined) {
+      // In the rounds' order: a record's events appended by the round after this one (an update of
+      // a response this round created) must not become visible before this round's, or the
+      // dispatcher would send the later one and drop the earlier as older (worker/event-outbox.ts).
+      await events;
       // No event for a write an erasure removed again after the round stored it.
       const kept = (list: number[]) => list.filter((i) => results[i]?.kind !== 'erased');
       await options.events!.emit({ items, records: notes.records.filter((r) => results[r.index]?.kind !== 'erased'), insertedResponses: kept(notes.insertedResponses), maybeStored: kept(notes.maybeStored) });
@@ -135,6 +146,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     // After the round's events: a record.completed appended (and sent) before the events of the
     // responses it counts would make them look older than a delivered event of their record.
     if (completion !== undefined) await completion.finish(...touchedRecords(items, results, datasets, inserted));
+    eventsDone();
     return results.map((r, i) => {
       if (r === undefined) throw new Error(`writer left write ${i} of its round undecided`);
       // A record whose first response lost to a later version of it is stored all the same.
@@ -208,6 +220,10 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
   let lastRound: Promise<unknown> = Promise.resolve();
   /** Settles when every round started so far has written its responses (or ended without). */
   let responsesTurn: Promise<unknown> = Promise.resolve();
+  /** Settles when every round started so far has appended its webhook events (or ended without). */
+  let eventsTurn: Promise<unknown> = Promise.resolve();
+  let activeRounds = 0;
+  let lastRoundEnd = 0;
 
   const rounds = createGroupCommit<readonly SequencedWrite[], WriteResult[]>({
     maxItems: Number.MAX_SAFE_INTEGER,
@@ -223,27 +239,44 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     // response never waits for a retry on a record stored beside it.
     maxInFlight: 2,
     async commit(jobs) {
-      const earlier = lastRound;
-      const turn = responsesTurn;
-      let done!: () => void;
-      // The next round's turn comes once this one and every one before it wrote (or ended).
-      responsesTurn = Promise.all([turn, new Promise<void>((resolve) => (done = resolve))]);
-      const round = store(jobs.flat(), earlier, turn, done).finally(done);
-      // Every round started before this one, not only the last: the one before it may end first.
-      lastRound = Promise.all([
-        earlier,
-        round.then(
-          () => undefined,
-          () => undefined,
-        ),
-      ]);
-      const results = await round;
-      let at = 0;
-      return jobs.map((items) => results.slice(at, (at += items.length)));
+      activeRounds++;
+      try {
+        return await commitRound(jobs);
+      } finally {
+        activeRounds--;
+        lastRoundEnd = Date.now();
+      }
     },
   });
 
+  async function commitRound(jobs: readonly (readonly SequencedWrite[])[]): Promise<WriteResult[][]> {
+    const earlier = lastRound;
+    const turn = responsesTurn;
+    let done!: () => void;
+    // The next round's turn comes once this one and every one before it wrote (or ended).
+    responsesTurn = Promise.all([turn, new Promise<void>((resolve) => (done = resolve))]);
+    const events = eventsTurn;
+    let eventsDone!: () => void;
+    eventsTurn = Promise.all([events, new Promise<void>((resolve) => (eventsDone = resolve))]);
+    const round = store(jobs.flat(), earlier, turn, done, events, eventsDone).finally(() => {
+      done();
+      eventsDone();
+    });
+    // Every round started before this one, not only the last: the one before it may end first.
+    lastRound = Promise.all([
+      earlier,
+      round.then(
+        () => undefined,
+        () => undefined,
+      ),
+    ]);
+    const results = await round;
+    let at = 0;
+    return jobs.map((items) => results.slice(at, (at += items.length)));
+  }
+
   return {
     write: (items) => (items.length === 0 ? Promise.resolve([]) : rounds.submit(items)),
+    busy: () => activeRounds > 0 || Date.now() - lastRoundEnd < BUSY_AFTER_MS,
   };
 }

@@ -113,22 +113,29 @@ describe('webhooks', function () {
     const receiver = await startWebhookReceiver();
     try {
       const { secret } = await subscribe(receiver.url, ['ds_burst']);
-      // Records with their first responses, in one burst of concurrent batches.
+      // Records with their first responses, in one burst of concurrent batches: 800 events, more
+      // than one store command of the outbox holds (STORE_CHUNK_DOCS), so a round appends them in several.
+      const n = 400;
       const batches = await Promise.all(
-        Array.from({ length: 4 }, (_, b) => stack.post('/feedback-batch', { items: Array.from({ length: 25 }, (_, i) => record('ds_burst', b * 25 + i)) })),
+        Array.from({ length: 8 }, (_, b) => stack.post('/feedback-batch', { items: Array.from({ length: n / 8 }, (_, i) => record('ds_burst', (b * n) / 8 + i)) })),
       );
       const ids = batches.flatMap((res) => (res.body.items as { result: { feedback_record_id: string; feedback_response_id: string } }[]).map((i) => i.result));
-      expect(ids).to.have.length(100);
-      await eventually(async () => ((await stack.db.collection(COLLECTIONS.responses).countDocuments({ feedback_dataset_id: 'ds_burst' })) === 100 ? true : undefined), 30_000, 'the records stored');
+      expect(ids).to.have.length(n);
+      await eventually(async () => ((await stack.db.collection(COLLECTIONS.responses).countDocuments({ feedback_dataset_id: 'ds_burst' })) === n ? true : undefined), 30_000, 'the records stored');
       // Then a burst of one update per response of the first 40, and a second annotator on the last 30.
-      const second = await Promise.all([...ids.slice(0, 40).map((r) => respond(r.feedback_record_id, 'ann-1', 9)), ...ids.slice(70).map((r) => respond(r.feedback_record_id, 'ann-2', 7))]);
+      const second = await Promise.all([...ids.slice(0, 40).map((r) => respond(r.feedback_record_id, 'ann-1', 9)), ...ids.slice(n - 30).map((r) => respond(r.feedback_record_id, 'ann-2', 7))]);
       expect(second.every((r) => r.status === 200)).to.equal(true);
-      const expected = 100 + 100 + 40 + 30;
-      const events = await eventually(async () => (deduped(receiver).length >= expected ? deduped(receiver) : undefined), 60_000, `${expected} events`);
+      const expected = n + n + 40 + 30;
+      const events = await eventually(async () => (deduped(receiver).length >= expected ? deduped(receiver) : undefined), 60_000, `${expected} events`).catch(async (err: Error) => {
+        const outbox = await stack.db.collection(COLLECTIONS.webhookOutbox).aggregate([{ $group: { _id: '$status', n: { $sum: 1 } } }]).toArray();
+        throw new Error(`${err.message}: ${deduped(receiver).length} received; outbox by status ${JSON.stringify(outbox)}`);
+      });
       await new Promise((r) => setTimeout(r, 500));
       expect(deduped(receiver)).to.have.length(expected);
       const count = (type: string) => events.filter((e) => e.type === type).length;
-      expect({ records: count('record.created'), created: count('response.created'), updated: count('response.updated') }).to.deep.equal({ records: 100, created: 130, updated: 40 });
+      expect({ records: count('record.created'), created: count('response.created'), updated: count('response.updated') }).to.deep.equal({ records: n, created: n + 30, updated: 40 });
+      // No event was dropped as older than one of its record delivered before it.
+      expect(await stack.db.collection(COLLECTIONS.webhookOutbox).countDocuments({ status: 'superseded' })).to.equal(0);
       for (const r of receiver.received) new Webhook(secret).verify(r.body, r.headers as Record<string, string>);
 
       // The data is what the read API shows: for each record, its last events equal GET /feedback-record/{id}.
