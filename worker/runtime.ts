@@ -96,7 +96,9 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
   void checkPersistence(redis, logger);
   const shards = queueShards(config);
   const metrics = createWorkerMetrics({ defaultMetrics: options.defaultMetrics ?? true });
-  const webhooks = await startWebhooks(config, { db: primaryDb(mongo), redis, logger, registry: metrics.registry });
+  // Deliveries keep to a share while the writer stores writes (worker/webhook-dispatcher.ts); the writer is built below.
+  let writerBusy: () => boolean = () => false;
+  const webhooks = await startWebhooks(config, { db: primaryDb(mongo), redis, logger, registry: metrics.registry, writing: () => writerBusy() });
   const completion = createCompletionTracker({
     db: primaryDb(mongo),
     rules: completionRules,
@@ -121,6 +123,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
   };
   const eraser = createEraser({ db: primaryDb(mongo), redis, appKeyPrefix: appKeyPrefix(config), ids: createIdMinter(config.idSigningSecrets), logger, settleMs: config.erasureSettleMs, ...erasureHooks });
   const writer = createFeedbackWriter({ db: primaryDb(mongo), logger, completion, historyMax: config.responseHistoryMax, erasures: createErasureGuard({ db: primaryDb(mongo), ...erasureHooks }), events: webhooks.roundEvents });
+  writerBusy = () => writer.busy();
   // The store is shared by every shard: when it is down, every shard's queue waits.
   const pauseQueues = async (ms: number) => {
     await Promise.all(consumers.map((c) => c.queue.rateLimit(ms)));

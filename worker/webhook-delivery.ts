@@ -141,7 +141,7 @@ export function createDeliveryProcessor(options: {
       // Only these documents, still as read: this job holds their records' leases (or, an earlier release's, their claim).
       // One updateOne per delivery: DocumentDB runs an updateMany on `_id: {$in}` as a scan of the
       // outbox (25 ms for 16 ids in an outbox of 40,000), 16 updateOne in one bulk take 4 ms
-      // (docs/webhooks.md#speed).
+      // (docs/performance.md, "Issue 24, fourth pass").
       const still = (id: string) => ({ _id: id, status: { $in: ['pending', 'queued'] as DeliveryDoc['status'][] } });
       const done = { $unset: { q: '', f: '', claim: '', last_error: '' } } as const;
       const writes: AnyBulkWriteOperation<DeliveryDoc>[] = [];

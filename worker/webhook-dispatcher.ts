@@ -23,6 +23,14 @@ export const DELIVERY_JOB_NAME = 'deliver';
 /** Deliveries per job: enough that the store's share per delivery is small, few enough that a pass's jobs run in parallel. */
 export const DELIVERIES_PER_JOB = 16;
 
+/**
+ * Deliveries in flight per endpoint while this process's writer is storing writes (a burst, a
+ * backlog): deliveries then take a bounded share of the store and the CPU, and the full
+ * `WEBHOOK_MAX_IN_FLIGHT` once the writes are stored. Deliveries never stop, so a sustained load
+ * cannot starve them (about 300 events a second per endpoint at this cap on the stand-in).
+ */
+export const IN_FLIGHT_WHILE_WRITING = 50;
+
 /** How often leases (and deliveries an earlier release marked `queued`) are checked against the jobs Redis holds (one a pass left without a job is released). */
 const RECONCILE_EVERY_MS = 30_000;
 /** Longest a pass asked for by a kick waits, gathering the kicks that come meanwhile. */
@@ -54,6 +62,8 @@ export function createWebhookDispatcher(options: {
   readonly leases: DeliveryLeases;
   readonly logger: Logger;
   readonly maxInFlight: number;
+  /** True while the worker's writer is storing writes: deliveries keep to {@link IN_FLIGHT_WHILE_WRITING} per endpoint meanwhile. */
+  readonly writing?: () => boolean;
   readonly intervalMs: number;
   readonly keepDeliveredMs: number;
   readonly jobOptions: Parameters<Queue<DeliveryJobData>['add']>[2];
@@ -68,7 +78,8 @@ export function createWebhookDispatcher(options: {
   async function dispatchEndpoint(endpointId: string): Promise<void> {
     // Records with a delivery in flight: their leases, in Redis beside the jobs (shared/webhook-leases.ts).
     const leased = await options.leases.held(endpointId);
-    const free = options.maxInFlight - leased.size;
+    const cap = options.writing?.() === true ? Math.min(options.maxInFlight, IN_FLIGHT_WHILE_WRITING) : options.maxInFlight;
+    const free = cap - leased.size;
     if (free <= 0) return;
     // Some pending deliveries of the endpoint (`q` is on pending ones only, those in flight included), unsorted: the store's
     // index does not return them in order, and sorting every pending one on each pass costs the

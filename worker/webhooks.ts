@@ -36,7 +36,7 @@ export interface WorkerWebhooks {
 
 const BACKOFF_TYPE = 'webhook';
 
-export async function startWebhooks(config: Config, deps: { readonly db: Db; readonly redis: RedisClient; readonly logger: Logger; readonly registry: Registry }): Promise<WorkerWebhooks> {
+export async function startWebhooks(config: Config, deps: { readonly db: Db; readonly redis: RedisClient; readonly logger: Logger; readonly registry: Registry; readonly writing?: () => boolean }): Promise<WorkerWebhooks> {
   const logger = deps.logger.child({ component: 'webhooks' });
   const deliveries = new Counter({
     name: 'feedback_webhook_deliveries_total',
@@ -63,6 +63,7 @@ export async function startWebhooks(config: Config, deps: { readonly db: Db; rea
     leases,
     logger,
     maxInFlight: config.webhookMaxInFlight,
+    ...(deps.writing === undefined ? {} : { writing: deps.writing }),
     intervalMs: config.webhookDispatchMs,
     keepDeliveredMs: config.webhookKeepDeliveredS * 1000,
     // The outcome of every delivery is in MongoDB: Redis keeps no finished job.
