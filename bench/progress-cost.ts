@@ -5,9 +5,14 @@
 // (`--indexes-after`: built over the seeded collections instead; `record_user_unique` is created
 // not unique unless `--unique`, see bench/lib/seed-indexes.ts).
 //
-//   node --import tsx bench/progress-cost.ts [--records N] [--calls N] [--indexes-after] [--unique]
+// Then `--poll S` seconds (default 60) of a dashboard polling every 2 s, through the API's reader
+// as shipped (large datasets' counts kept a while, api/progress-cache.ts) and counting on every
+// call, one after the other: call latency, how old the counts were, the store's CPU per second.
+//
+//   node --import tsx bench/progress-cost.ts [--records N] [--calls N] [--poll S] [--indexes-after] [--unique]
 import { MongoClient } from 'mongodb';
-import { createAnnotationReader } from '../api/annotation-reads.js';
+import { createAnnotationReader, type AnnotationReader } from '../api/annotation-reads.js';
+import { PROGRESS_CACHE_DEFAULTS } from '../api/progress-cache.js';
 import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { fmt } from './lib/report.js';
@@ -24,6 +29,8 @@ const num = (name: string, def: number) => {
 };
 const RECORDS = num('--records', 100_000);
 const CALLS = num('--calls', 5);
+const POLL_S = num('--poll', 60);
+const POLL_EVERY_MS = 2_000;
 const BATCH = 1000;
 /** Seed batches sent at once. */
 const SEED_IN_FLIGHT = 4;
@@ -75,7 +82,8 @@ async function main(): Promise<void> {
     await Promise.all(inFlight);
     progress(`seeded 2 × ${RECORDS} records and 2 × ${2 * RECORDS} responses in ${fmt((Date.now() - started) / 1000, 1)} s (store CPU ${fmt(storeCpuSeconds(store.postgresPort) - seedCpu0, 0)} s, indexes ${INDEXES_AFTER ? 'not yet built' : 'in place'})`);
     if (INDEXES_AFTER) await buildIndexes();
-    const reader = createAnnotationReader({ db });
+    // Counting on every call: what one count costs.
+    const reader = createAnnotationReader({ db, progressCache: { ...PROGRESS_CACHE_DEFAULTS, cacheFromMs: Number.POSITIVE_INFINITY } });
     const times: number[] = [];
     const cpu0 = { store: storeCpuSeconds(store.postgresPort), self: process.cpuUsage() };
     for (let k = 0; k < CALLS; k++) {
@@ -105,9 +113,29 @@ async function main(): Promise<void> {
     };
     await explain('records count (dataset, status)', { count: COLLECTIONS.records, query: { feedback_dataset_id: 'ds_big', status: 'pending' } });
     await explain('responses aggregate', { aggregate: COLLECTIONS.responses, pipeline: [{ $match: { feedback_dataset_id: 'ds_big' } }, { $group: { _id: { u: '$user_id', s: '$status' }, n: { $sum: 1 } } }], cursor: {} });
+    // A dashboard polling every 2 s: as shipped, and counting on every call.
+    const poll = async (what: string, polled: AnnotationReader) => {
+      const lat: number[] = [];
+      const ages: number[] = [];
+      const cpu0 = storeCpuSeconds(store.postgresPort);
+      const t0 = Date.now();
+      while (Date.now() - t0 < POLL_S * 1000) {
+        const t = Date.now();
+        const body = await polled.progress('ds_big', { min_submitted: 2 });
+        lat.push(Date.now() - t);
+        ages.push(Date.now() - Date.parse(body.as_of));
+        await new Promise((r) => setTimeout(r, Math.max(0, POLL_EVERY_MS - (Date.now() - t))));
+      }
+      const seconds = (Date.now() - t0) / 1000;
+      const l = [...lat].sort((a, b) => a - b);
+      const line = `polling every 2 s for ${fmt(seconds, 0)} s, ${what}: ${lat.length} calls, latency median ${fmt(l[Math.floor(l.length / 2)]!, 0)} ms, max ${fmt(l.at(-1)!, 0)} ms; counts at most ${fmt(Math.max(...ages) / 1000, 1)} s old; store CPU ${fmt((storeCpuSeconds(store.postgresPort) - cpu0) / seconds, 2)} s per second`;
+      progress(line);
+      return line;
+    };
+    const polled = POLL_S > 0 ? [await poll('as shipped (counts kept)', createAnnotationReader({ db })), await poll('counting on every call', reader)] : [];
     const sorted = [...times].sort((a, b) => a - b);
     const p95 = sorted[Math.min(sorted.length - 1, Math.ceil(0.95 * sorted.length) - 1)]!;
-    process.stdout.write(`progress of ${RECORDS} records / ${2 * RECORDS} responses (and a neighbour as large): median ${fmt(sorted[Math.floor(sorted.length / 2)]!, 0)} ms, p95 ${fmt(p95, 0)} ms, min ${fmt(sorted[0]!, 0)} ms, max ${fmt(sorted.at(-1)!, 0)} ms over ${CALLS} calls\n`);
+    process.stdout.write(`progress of ${RECORDS} records / ${2 * RECORDS} responses (and a neighbour as large): median ${fmt(sorted[Math.floor(sorted.length / 2)]!, 0)} ms, p95 ${fmt(p95, 0)} ms, min ${fmt(sorted[0]!, 0)} ms, max ${fmt(sorted.at(-1)!, 0)} ms over ${CALLS} calls\n${polled.map((l) => `${l}\n`).join('')}`);
   } finally {
     await mon.client.close().catch(() => undefined);
     await store.stop();
