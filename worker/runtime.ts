@@ -96,7 +96,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
   void checkPersistence(redis, logger);
   const shards = queueShards(config);
   const metrics = createWorkerMetrics({ defaultMetrics: options.defaultMetrics ?? true });
-  // Deliveries keep to a share while the writer stores writes (worker/webhook-dispatcher.ts); the writer is built below.
+  // Deliveries keep to a share while the writer works through a backlog (worker/webhook-dispatcher.ts); the writer is built below.
   let writerBusy: () => boolean = () => false;
   const webhooks = await startWebhooks(config, { db: primaryDb(mongo), redis, logger, registry: metrics.registry, writing: () => writerBusy() });
   const completion = createCompletionTracker({

@@ -24,10 +24,11 @@ export const DELIVERY_JOB_NAME = 'deliver';
 export const DELIVERIES_PER_JOB = 16;
 
 /**
- * Deliveries in flight per endpoint while this process's writer is storing writes (a burst, a
- * backlog): deliveries then take a bounded share of the store and the CPU, and the full
- * `WEBHOOK_MAX_IN_FLIGHT` once the writes are stored. Deliveries never stop, so a sustained load
- * cannot starve them (about 300 events a second per endpoint at this cap on the stand-in).
+ * Deliveries in flight per endpoint while this process's writer works through a backlog of
+ * writes (a burst: worker/writer.ts `busy`): deliveries then take a bounded share of the store and
+ * the CPU, and the full `WEBHOOK_MAX_IN_FLIGHT` once the writer keeps up again. Deliveries never
+ * stop, so a backlog cannot starve them (about 300 events a second per endpoint at this cap on
+ * the stand-in).
  */
 export const IN_FLIGHT_WHILE_WRITING = 50;
 
@@ -62,7 +63,7 @@ export function createWebhookDispatcher(options: {
   readonly leases: DeliveryLeases;
   readonly logger: Logger;
   readonly maxInFlight: number;
-  /** True while the worker's writer is storing writes: deliveries keep to {@link IN_FLIGHT_WHILE_WRITING} per endpoint meanwhile. */
+  /** True while the worker's writer works through a backlog: deliveries keep to {@link IN_FLIGHT_WHILE_WRITING} per endpoint meanwhile. */
   readonly writing?: () => boolean;
   readonly intervalMs: number;
   readonly keepDeliveredMs: number;

@@ -35,11 +35,17 @@ export interface FeedbackWriter {
    * into the next round, so concurrent jobs share their store commands.
    */
   write(items: readonly SequencedWrite[]): Promise<WriteResult[]>;
-  /** True while a store round runs or ended less than {@link BUSY_AFTER_MS} ago: writes are flowing. */
+  /**
+   * True while the writer works through a backlog: a round of at least {@link BACKLOG_ROUND_WRITES}
+   * writes runs or ended less than {@link BUSY_AFTER_MS} ago. Rounds are that large only when
+   * writes wait in the queue (a burst); under a steady load the worker keeps up with small rounds.
+   */
   busy(): boolean;
 }
 
-/** How long after its last store round the writer still counts as busy, ms. */
+/** A round this large means writes are waiting for the worker (jobs merge into rounds of up to 2,000). */
+export const BACKLOG_ROUND_WRITES = 200;
+/** How long after such a round the writer still counts as busy, ms. */
 export const BUSY_AFTER_MS = 250;
 
 interface FeedbackWriterOptions {
@@ -222,8 +228,9 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
   let responsesTurn: Promise<unknown> = Promise.resolve();
   /** Settles when every round started so far has appended its webhook events (or ended without). */
   let eventsTurn: Promise<unknown> = Promise.resolve();
-  let activeRounds = 0;
-  let lastRoundEnd = 0;
+  /** Rounds of at least BACKLOG_ROUND_WRITES writes running, and when the last one ended. */
+  let backlogRounds = 0;
+  let lastBacklogRoundEnd = 0;
 
   const rounds = createGroupCommit<readonly SequencedWrite[], WriteResult[]>({
     maxItems: Number.MAX_SAFE_INTEGER,
@@ -239,12 +246,15 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     // response never waits for a retry on a record stored beside it.
     maxInFlight: 2,
     async commit(jobs) {
-      activeRounds++;
+      const backlog = jobs.reduce((n, items) => n + items.length, 0) >= BACKLOG_ROUND_WRITES;
+      if (backlog) backlogRounds++;
       try {
         return await commitRound(jobs);
       } finally {
-        activeRounds--;
-        lastRoundEnd = Date.now();
+        if (backlog) {
+          backlogRounds--;
+          lastBacklogRoundEnd = Date.now();
+        }
       }
     },
   });
@@ -277,6 +287,6 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
 
   return {
     write: (items) => (items.length === 0 ? Promise.resolve([]) : rounds.submit(items)),
-    busy: () => activeRounds > 0 || Date.now() - lastRoundEnd < BUSY_AFTER_MS,
+    busy: () => backlogRounds > 0 || Date.now() - lastBacklogRoundEnd < BUSY_AFTER_MS,
   };
 }

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
 import { ensureIndexes } from '../../worker/indexes.js';
-import { createFeedbackWriter, type FeedbackWriter, type WriteResult } from '../../worker/writer.js';
+import { BACKLOG_ROUND_WRITES, createFeedbackWriter, type FeedbackWriter, type WriteResult } from '../../worker/writer.js';
 import { sqlStateCode, TransientStoreError } from '../../worker/errors.js';
 import { uniqueName } from '../helpers/env.js';
 import { sharedServices } from '../helpers/root-hooks.js';
@@ -36,6 +36,19 @@ describe('worker writer (order, races, store limits) on the real store', () => {
   });
 
   const stored = () => db.collection<{ _id: string; seq: number; values: Record<string, unknown>; status: string; created_at: Date }>(COLLECTIONS.responses);
+
+  it('busy() (webhook deliveries keep to a share meanwhile): while a backlog-sized round runs and shortly after, never for small rounds', async () => {
+    const w = await newWriter();
+    await w.write([recordWrite(1)]);
+    expect(w.busy(), 'after a round of one write').to.equal(false);
+    const big = w.write(Array.from({ length: BACKLOG_ROUND_WRITES }, (_, i) => recordWrite(100 + i)));
+    await new Promise((r) => setImmediate(r));
+    expect(w.busy(), 'while a round of a backlog runs').to.equal(true);
+    await big;
+    await eventually(async () => (w.busy() ? undefined : true), 5_000, 'busy() false again after the round');
+    await w.write([recordWrite(2)]);
+    expect(w.busy(), 'after a small round again').to.equal(false);
+  });
 
   it('two rounds at once: a response whose record is being stored by the other round waits for it and is stored, not deferred to a retry', async () => {
     const g = gate();
