@@ -118,7 +118,10 @@ describe('shard rerouting (SHARD_REROUTE)', () => {
     const t = setUp(2);
     t.behaviour[0] = 'hang';
     const sent = t.enqueuer.enqueue(response('r0-a', 1), 10); // in flight (maxInFlight 1)
-    await new Promise((r) => setImmediate(r));
+    // 50 ms later: its own deadline (timeoutMs, 200 ms) comes 50 ms after the hung add's. Queued at
+    // once, both deadlines fall in the same millisecond and either timer may fire first (CI saw
+    // the waiting write expire before the hung add timed out, 2026-11-26).
+    await new Promise((r) => setTimeout(r, 50));
     const waiting = t.enqueuer.enqueue(response('r0-a', 2), 10); // waits behind it
     expect(await codeOf(sent)).to.equal('queue_unavailable');
     const moved = await waiting;
