@@ -42,12 +42,14 @@ export interface CompletionRound {
    * `completed_seq` = `seq` (the record write's order). Records of datasets without a rule:
    * `submitted`.
    */
-  newRecordFields(datasetId: string, firstResponseStatus: string, seq: number): Pick<RecordDoc, 'status' | 'completed_seq'>;
+  newRecordFields(recordId: string, datasetId: string, firstResponseStatus: string, seq: number): Pick<RecordDoc, 'status' | 'completed_seq'>;
   /**
    * After the round's responses are stored: recounts `touched` (record id → its dataset and the
    * round's writes to it). `fresh` are records this round inserted whose only response in the
    * round is their first one, which it inserted too: their status from {@link newRecordFields}
    * stands unless another worker's recount claimed the record meanwhile (then they are recounted).
+   * Only a recount writes a status, after claiming the record, so an unclaimed fresh record still
+   * has the status this round gave it: it is not read back.
    */
   finish(touched: ReadonlyMap<string, TouchedRecord>, fresh: ReadonlySet<string>): Promise<void>;
 }
@@ -182,10 +184,10 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
    * status already written). Returns the records to settle again: fresh ones claimed by another
    * recount, written ones claimed by another recount since.
    */
-  async function settle(token: string, minOf: ReadonlyMap<string, number>, touched: ReadonlyMap<string, TouchedRecord>, recount: readonly string[], fresh: readonly string[], prior: ReadonlyMap<string, RecordStatus>): Promise<{ again: string[]; prior: Map<string, RecordStatus> }> {
+  async function settle(token: string, minOf: ReadonlyMap<string, number>, touched: ReadonlyMap<string, TouchedRecord>, recount: readonly string[], fresh: ReadonlyMap<string, Pick<RecordDoc, 'status' | 'completed_seq'>>, prior: ReadonlyMap<string, RecordStatus>): Promise<{ again: string[]; prior: Map<string, RecordStatus> }> {
     if (recount.length > 0) await claim(token, recount);
-    const [held, counts, claimed] = await Promise.all([
-      storeCall(() => records.find({ _id: { $in: [...recount, ...fresh] } }, { projection: { status: 1, completed_seq: 1 } }).toArray()),
+    const [read, counts, claimed] = await Promise.all([
+      recount.length === 0 ? Promise.resolve([]) : storeCall(() => records.find({ _id: { $in: [...recount] } }, { projection: { status: 1, completed_seq: 1 } }).toArray()),
       recount.length === 0
         ? Promise.resolve([])
         : storeCall(() =>
@@ -196,10 +198,12 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
               ])
               .toArray(),
           ),
-      fresh.length === 0 ? Promise.resolve([]) : storeCall(() => guards.find({ _id: { $in: [...fresh] } }, { projection: { _id: 1 } }).toArray()),
+      fresh.size === 0 ? Promise.resolve([]) : storeCall(() => guards.find({ _id: { $in: [...fresh.keys()] } }, { projection: { _id: 1 } }).toArray()),
     ]);
+    // Fresh records as this round inserted them, then those read.
+    const held: Pick<RecordDoc, '_id' | 'status' | 'completed_seq'>[] = [...[...fresh].map(([_id, fields]) => ({ _id, ...fields })), ...read];
     const submitted = new Map(counts.map((c) => [c._id, c]));
-    const isFresh = new Set(fresh);
+    const isFresh = fresh;
     const claimedFresh = new Set(claimed.map((g) => g._id));
     const changes: RecordStatusChange[] = [];
     const reported: RecordStatusChange[] = [];
@@ -254,29 +258,36 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
     return { again, prior: nextPrior };
   }
 
-  async function finish(token: string, touched: ReadonlyMap<string, TouchedRecord>, fresh: ReadonlySet<string>): Promise<void> {
+  async function finish(token: string, touched: ReadonlyMap<string, TouchedRecord>, fresh: ReadonlyMap<string, Pick<RecordDoc, 'status' | 'completed_seq'>>): Promise<void> {
     const minOf = ruled(touched);
     if (minOf.size === 0) return;
     const recount = [...minOf.keys()].filter((id) => !fresh.has(id)).sort();
-    let pass = await settle(token, minOf, touched, recount, [...minOf.keys()].filter((id) => fresh.has(id)), new Map());
+    let pass = await settle(token, minOf, touched, recount, new Map([...fresh].filter(([id]) => minOf.has(id))), new Map());
     // Each pass again follows another recount's claim of the same record: it ends when they do.
-    while (pass.again.length > 0) pass = await settle(newToken(), minOf, touched, pass.again.sort(), [], pass.prior);
+    while (pass.again.length > 0) pass = await settle(newToken(), minOf, touched, pass.again.sort(), new Map(), pass.prior);
   }
 
   return {
     round() {
       const token = newToken();
+      // The status each record of the round was given for its insert.
+      const given = new Map<string, Pick<RecordDoc, 'status' | 'completed_seq'>>();
+      const fieldsOf = (datasetId: string, firstResponseStatus: string, seq: number): Pick<RecordDoc, 'status' | 'completed_seq'> => {
+        const rule = rules.ruleOf(datasetId);
+        if (rule === undefined) return { status: 'submitted' };
+        if (firstResponseStatus === 'submitted' && rule.min_submitted <= 1) return { status: 'completed', completed_seq: seq };
+        return { status: 'pending' };
+      };
       return {
-        newRecordFields(datasetId, firstResponseStatus, seq) {
-          const rule = rules.ruleOf(datasetId);
-          if (rule === undefined) return { status: 'submitted' };
-          if (firstResponseStatus === 'submitted' && rule.min_submitted <= 1) return { status: 'completed', completed_seq: seq };
-          return { status: 'pending' };
+        newRecordFields(recordId, datasetId, firstResponseStatus, seq) {
+          const fields = fieldsOf(datasetId, firstResponseStatus, seq);
+          given.set(recordId, fields);
+          return fields;
         },
-        finish: (touched, fresh) => finish(token, touched, fresh),
+        finish: (touched, fresh) => finish(token, touched, new Map([...fresh].flatMap((id) => (given.has(id) ? [[id, given.get(id)!] as const] : [])))),
       };
     },
     // No write of the caller's completes a record (an erasure only removes responses).
-    recount: (records) => finish(newToken(), new Map([...records].map(([id, datasetId]) => [id, { datasetId, seqs: [] }])), new Set()),
+    recount: (records) => finish(newToken(), new Map([...records].map(([id, datasetId]) => [id, { datasetId, seqs: [] }])), new Map()),
   };
 }

@@ -207,7 +207,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     const at = items.flatMap((item, i) => (isRecordWrite(item) && results[i] === undefined ? [{ i, item }] : []));
     const docOf = (item: (typeof at)[number]['item']) => {
       const doc = recordDoc(item.write, item.seq);
-      return completion === undefined ? doc : { ...doc, ...completion.newRecordFields(item.write.record.feedback_dataset_id, item.write.response.status, item.seq) };
+      return completion === undefined ? doc : { ...doc, ...completion.newRecordFields(item.write.record_id, item.write.record.feedback_dataset_id, item.write.response.status, item.seq) };
     };
     const docs = at.map(({ item }) => docOf(item));
     const outcomes = await insertNew(records, docs);
