@@ -175,7 +175,7 @@ export const ProgressBody = v.object({
   ),
   as_of: v.pipe(
     v.string(),
-    v.description('When these counts were taken (ISO 8601). Now on small datasets; on large ones (a count taking 200 ms or more) counts are kept for ten times as long as they took, at most 60 s, so a call may get counts up to three times that old while a new count runs. See docs/annotation.md#progress-at-scale.'),
+    v.description('When these counts were taken (ISO 8601). Now on small datasets; on large ones (a count taking a second or more) counts are kept for ten times as long as they took, at most 60 s, so a call may get counts up to three times that old while a new count runs. See docs/annotation.md#progress-at-scale.'),
   ),
 });
 export type ProgressBody = v.InferOutput<typeof ProgressBody>;
