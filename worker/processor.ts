@@ -27,6 +27,8 @@ interface ProcessorDeps {
    * the store is down, jobs stay in the queue in their order and use no attempt.
    */
   readonly pauseQueue: (ms: number) => Promise<void>;
+  /** Told whether each store round succeeded or failed as an outage (worker/store-reconnect.ts). */
+  readonly storeOutcome?: (ok: boolean) => void;
   /** Largest inflated job payload accepted, bytes; a larger one is dead-lettered as malformed. */
   readonly maxInflatedBytes: number;
 }
@@ -143,6 +145,7 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
       metrics.writeSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
       if (erasures.length > 0) await deps.eraser.finish(erasures);
       transientStreak = 0;
+      deps.storeOutcome?.(true);
 
       const having = (kind: WriteResult['kind']) => items.filter((_, i) => results[i]!.kind === kind);
       for (const [i, item] of items.entries()) {
@@ -194,6 +197,7 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
         // one by one. Jobs keep their order (records stay ahead of their responses) and no
         // attempt is used, however long the outage.
         transientStreak++;
+        deps.storeOutcome?.(false);
         const delay = Math.min(deps.storeRetryMaxDelayMs, 250 * 2 ** Math.min(transientStreak, 16));
         log.warn({ err: (err as Error).message, retry_in_ms: delay }, 'store unavailable; queue paused');
         metrics.storeRetries.inc();

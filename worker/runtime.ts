@@ -22,6 +22,7 @@ import { createOutboxEraser } from './erasure-outbox.js';
 import { createIdMinter } from '../shared/ids.js';
 import { appKeyPrefix } from '../shared/redis-keys.js';
 import { startWebhooks, type WorkerWebhooks } from './webhooks.js';
+import { createStoreReconnector } from './store-reconnect.js';
 
 export interface WorkerRuntime {
   /** The BullMQ worker of shard 0: the only one unless `QUEUE_SHARDS` > 1 (tests inspect it). */
@@ -125,6 +126,8 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
   const writer = createFeedbackWriter({ db: primaryDb(mongo), logger, completion, historyMax: config.responseHistoryMax, erasures: createErasureGuard({ db: primaryDb(mongo), ...erasureHooks }), events: webhooks.roundEvents });
   writerBusy = () => writer.busy();
   // The store is shared by every shard: when it is down, every shard's queue waits.
+  // A client the driver never reconnects gets a new topology (worker/store-reconnect.ts); only our own client.
+  const reconnector = ownMongo ? createStoreReconnector({ client: mongo.client, logger }) : undefined;
   const pauseQueues = async (ms: number) => {
     await Promise.all(consumers.map((c) => c.queue.rateLimit(ms)));
   };
@@ -145,6 +148,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
       queueName: shard.label,
       storeRetryMaxDelayMs: config.storeRetryMaxDelayMs,
       pauseQueue: pauseQueues,
+      ...(reconnector === undefined ? {} : { storeOutcome: (ok: boolean) => (ok ? reconnector.succeeded() : reconnector.failed()) }),
       maxInflatedBytes: maxInflatedBytes(config),
     });
     const consumer = createShardConsumer<JobSummary>(config, redis, shard, (job) => processor.process(job), {
@@ -198,6 +202,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     close() {
       closing ??= (async () => {
         await Promise.all(workers.map((w) => w.close()));
+        await reconnector?.close();
         await completionRules.close();
         await webhooks.close();
         metricsServer?.close();
