@@ -1,4 +1,5 @@
-import type { MongoClient } from 'mongodb';
+import { MongoClient } from 'mongodb';
+import type { Config } from '../shared/config.js';
 import type { Logger } from '../shared/logger.js';
 
 /** How long every store round must have failed before the client is replaced, ms. */
@@ -16,7 +17,8 @@ export interface StoreReconnector {
 }
 
 /**
- * Gives the worker's MongoDB client a new topology (close, then connect until it answers) once
+ * Gives the worker's MongoDB client a new topology (once a separate connection reaches the store:
+ * close, then connect) once
  * every store round has failed as an outage for {@link RECONNECT_AFTER_MS}. Seen on the stand-in
  * (2026-11-26, `FerretDB stopped 30 s` fault scenario, about one run in three, also on the code
  * before that day's changes): after FerretDB was stopped and started again, every operation of the
@@ -25,7 +27,18 @@ export interface StoreReconnector {
  * an ordinary outage the new client cannot connect either, and keeps trying every second; jobs
  * meanwhile fail as outages (a closed client's `MongoNotConnectedError` is one) and use no attempt.
  */
-export function createStoreReconnector(options: { readonly client: MongoClient; readonly logger: Logger; readonly afterMs?: number; readonly now?: () => number }): StoreReconnector {
+export function createStoreReconnector(options: {
+  readonly client: MongoClient;
+  /**
+   * Whether the store answers a new, separate connection. The client is closed and connected
+   * again only once it does: a connect that fails leaves the client with a closed topology, and a
+   * later connect once hung (CI, 2026-11-26).
+   */
+  readonly probe: () => Promise<boolean>;
+  readonly logger: Logger;
+  readonly afterMs?: number;
+  readonly now?: () => number;
+}): StoreReconnector {
   const afterMs = options.afterMs ?? RECONNECT_AFTER_MS;
   const now = options.now ?? Date.now;
   let failingSince: number | undefined;
@@ -33,7 +46,10 @@ export function createStoreReconnector(options: { readonly client: MongoClient; 
   let stopped = false;
 
   async function reconnect(): Promise<void> {
-    options.logger.warn({ failing_for_ms: now() - (failingSince ?? now()) }, 'every store round failed for a while: giving the MongoDB client a new connection pool');
+    options.logger.warn({ failing_for_ms: now() - (failingSince ?? now()) }, 'every store round failed for a while: the MongoDB client gets a new connection pool once the store answers');
+    // Until a separate connection reaches the store (an ordinary outage ends).
+    while (!stopped && !(await options.probe().catch(() => false))) await new Promise((r) => setTimeout(r, CONNECT_RETRY_MS).unref());
+    if (stopped) return;
     await options.client.close().catch(() => undefined);
     while (!stopped) {
       try {
@@ -66,4 +82,17 @@ export function createStoreReconnector(options: { readonly client: MongoClient; 
       await running;
     },
   };
+}
+
+/** Whether a new, short-lived client reaches the store (`ping`) within MONGODB_TIMEOUT_MS. */
+export async function probeStore(config: Pick<Config, 'mongodbUri' | 'mongodbTimeoutMs'>): Promise<boolean> {
+  const probe = new MongoClient(config.mongodbUri, { serverSelectionTimeoutMS: config.mongodbTimeoutMs, connectTimeoutMS: config.mongodbTimeoutMs, maxPoolSize: 1 });
+  try {
+    await probe.db('admin').command({ ping: 1 });
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await probe.close().catch(() => undefined);
+  }
 }

@@ -30,7 +30,7 @@ describe('store reconnector: a new MongoDB topology after a long run of failed s
   });
 
   it('reconnects once failures have lasted afterMs, not before, and not again while one runs', async () => {
-    const r = createStoreReconnector({ client, logger, afterMs: 20_000, now: () => t });
+    const r = createStoreReconnector({ client, probe: () => Promise.resolve(true), logger, afterMs: 20_000, now: () => t });
     r.failed();
     t = 19_999;
     r.failed();
@@ -44,7 +44,7 @@ describe('store reconnector: a new MongoDB topology after a long run of failed s
   });
 
   it('a success in between starts the count again', async () => {
-    const r = createStoreReconnector({ client, logger, afterMs: 20_000, now: () => t });
+    const r = createStoreReconnector({ client, probe: () => Promise.resolve(true), logger, afterMs: 20_000, now: () => t });
     r.failed();
     t = 15_000;
     r.succeeded();
@@ -60,15 +60,20 @@ describe('store reconnector: a new MongoDB topology after a long run of failed s
     await r.close();
   });
 
-  it('keeps connecting until the store answers', async () => {
-    connectFailures = 2;
-    const r = createStoreReconnector({ client, logger, afterMs: 1, now: () => t });
+  it('closes the client only once a separate connection reaches the store, then connects until it answers', async () => {
+    let probes = 0;
+    connectFailures = 1;
+    const probe = () => {
+      calls.push('probe');
+      return Promise.resolve(++probes > 2);
+    };
+    const r = createStoreReconnector({ client, probe, logger, afterMs: 1, now: () => t });
     r.failed();
     t = 1;
     r.failed();
-    // Two failed connects, a second apart, then one that answers (polled, at most 5 s).
-    for (let waited = 0; calls.length < 4 && waited < 5_000; waited += 50) await settle(50);
-    expect(calls).to.deep.equal(['close', 'connect', 'connect', 'connect']);
+    // Two probes that fail, a second apart, one that answers; a connect that fails, one that answers (polled, at most 8 s).
+    for (let waited = 0; calls.length < 6 && waited < 8_000; waited += 50) await settle(50);
+    expect(calls).to.deep.equal(['probe', 'probe', 'probe', 'close', 'connect', 'connect']);
     await r.close();
   });
 });
