@@ -3,6 +3,7 @@ import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
 import { ensureIndexes } from '../../worker/indexes.js';
 import { BACKLOG_ROUND_WRITES, createFeedbackWriter, type FeedbackWriter, type WriteResult } from '../../worker/writer.js';
+import type { SequencedWrite } from '../../worker/documents.js';
 import { sqlStateCode, TransientStoreError } from '../../worker/errors.js';
 import { uniqueName } from '../helpers/env.js';
 import { sharedServices } from '../helpers/root-hooks.js';
@@ -50,40 +51,42 @@ describe('worker writer (order, races, store limits) on the real store', () => {
     expect(w.busy(), 'after a small round again').to.equal(false);
   });
 
-  it('two rounds at once: a response whose record is being stored by the other round waits for it and is stored, not deferred to a retry', async () => {
+  /**
+   * Two store rounds at once: `first` held at its first `method` on `collection`, `second` started
+   * beside it. What the second round answered within 2 s ('waiting' if nothing yet), then, the
+   * hold released, what each answered.
+   */
+  async function twoRoundsOneHeld(collection: string, method: 'bulkWrite' | 'insertMany', first: SequencedWrite[], second: SequencedWrite[], historyMax?: number) {
     const g = gate();
     const c = new MongoClient(sharedServices().mongoUrl, { ...mongoClientOptions(), retryWrites: false });
     clients.push(c);
-    // The first round's record insert is held; the second round (the writer runs two at once) holds the record's response.
-    const w = createFeedbackWriter({ db: holdingCall(c.db(db.databaseName), COLLECTIONS.records, 'insertMany', 1, g.onHeld, g.released), logger: silentLogger });
-    const first = w.write([recordWrite(1)]);
+    const w = createFeedbackWriter({ db: holdingCall(c.db(db.databaseName), collection, method, 1, g.onHeld, g.released), logger: silentLogger, ...(historyMax === undefined ? {} : { historyMax }) });
+    const a = w.write(first);
     await g.held;
-    const second = w.write([version(1, 1, 1)]);
-    // Without the second look, the second round answers `deferred` at once, the record not being stored yet.
-    const early = await Promise.race([second.then((r) => r[0]!.kind), new Promise<'waiting'>((resolve) => setTimeout(() => resolve('waiting'), 2_000))]);
+    const b = w.write(second);
+    const early = await Promise.race([b.then((r) => r[0]!.kind), new Promise<'waiting'>((resolve) => setTimeout(() => resolve('waiting'), 2_000))]);
     g.release();
-    expect(early, 'the second round decided before the first stored its record').to.equal('waiting');
-    expect((await first)[0]!.kind).to.equal('stored');
-    expect((await second)[0]!.kind).to.equal('stored');
+    return { early, first: (await a)[0]!.kind, second: (await b)[0]!.kind };
+  }
+
+  it('two rounds at once: a response whose record is being stored by the other round waits for it and is stored, not deferred to a retry', async () => {
+    // The first round's record insert is held; the second round (the writer runs two at once) holds the record's response.
+    // Without the second look, the second round answers `deferred` at once, the record not being stored yet.
+    const r = await twoRoundsOneHeld(COLLECTIONS.records, 'insertMany', [recordWrite(1)], [version(1, 1, 1)]);
+    expect(r.early, 'the second round decided before the first stored its record').to.equal('waiting');
+    expect(r.first).to.equal('stored');
+    expect(r.second).to.equal('stored');
     expect(await stored().countDocuments({ _id: 'rsp_1_1' })).to.equal(1);
   });
 
   it('two rounds at once: versions of a response in consecutive rounds are stored in order, so the history keeps the earlier one', async () => {
-    const g = gate();
-    const c = new MongoClient(sharedServices().mongoUrl, { ...mongoClientOptions(), retryWrites: false });
-    clients.push(c);
     await (await newWriter()).write([recordWrite(1)]);
     // The first round's response update is held; the second round holds the next version of the same response.
-    const w = createFeedbackWriter({ db: holdingCall(c.db(db.databaseName), COLLECTIONS.responses, 'bulkWrite', 1, g.onHeld, g.released), logger: silentLogger, historyMax: 20 });
-    const first = w.write([version(1, 1, 1)]);
-    await g.held;
-    const second = w.write([version(1, 1, 2)]);
     // Written at once, the second version is stored first and the first one loses as stale, leaving no history.
-    const early = await Promise.race([second.then((r) => r[0]!.kind), new Promise<'waiting'>((resolve) => setTimeout(() => resolve('waiting'), 2_000))]);
-    g.release();
-    expect(early, 'the second round wrote before the first').to.equal('waiting');
-    expect((await first)[0]!.kind).to.equal('stored');
-    expect((await second)[0]!.kind).to.equal('stored');
+    const r = await twoRoundsOneHeld(COLLECTIONS.responses, 'bulkWrite', [version(1, 1, 1)], [version(1, 1, 2)], 20);
+    expect(r.early, 'the second round wrote before the first').to.equal('waiting');
+    expect(r.first).to.equal('stored');
+    expect(r.second).to.equal('stored');
     const doc = await db.collection<{ _id: string; seq: number; history?: { seq: number }[] }>(COLLECTIONS.responses).findOne({ _id: 'rsp_1_1' });
     expect(doc?.seq).to.equal(version(1, 1, 2).seq);
     expect((doc?.history ?? []).map((h) => h.seq)).to.deep.equal([version(1, 1, 1).seq]);
