@@ -1,7 +1,7 @@
 import type { Db } from 'mongodb';
 import type { ProgressBody, RecordHistoryBody, ResponseVersionView } from '../shared/answers.js';
 import type { CompletionRule } from '../shared/dataset-definition.js';
-import type { RecordDoc, ResponseDoc, ResponseVersionDoc } from '../shared/documents.js';
+import { earlierVersions, type RecordDoc, type ResponseDoc, type ResponseVersionDoc } from '../shared/documents.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { createProgressCache, PROGRESS_CACHE_DEFAULTS, type ProgressCacheSettings } from './progress-cache.js';
 
@@ -42,7 +42,7 @@ export function createAnnotationReader(options: { db: Db; progressCache?: Progre
         responses: docs.map((doc) => ({
           feedback_response_id: doc._id,
           user_id: doc.user_id,
-          versions: [...(doc.history ?? []).map(versionView), versionView(doc)],
+          versions: [...earlierVersions(doc).map(versionView), versionView(doc)],
         })),
       };
     },

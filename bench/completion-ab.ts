@@ -7,10 +7,13 @@
 // "off": RESPONSE_HISTORY_MAX=0 and no definition for the dataset (records stay `submitted`).
 // "on": RESPONSE_HISTORY_MAX=20 (the default) and the definition with `completion: {min_submitted: 2}`.
 // `--modes off,history,rule,on` adds each part alone.
-// `--seed-under-rule`: in the modes with the rule, the seeded records carry the status the worker
-// inserts them with under it (`pending`: one submitted response of two), as in a dataset that had
-// its rule from the start. Without it they are `submitted`, as in a dataset given its rule after
-// they were stored, and the first update of each record in the burst also writes its status.
+// The seeded documents are those the worker stores in each mode, as in a dataset that had its rule
+// and history from the start: with the rule, records `pending` (one submitted response of two);
+// with history, each response's `history` holding its version (worker/response-history.ts).
+// `--seed-as-before`: seeded alike in every mode, as stored without rule and history (records
+// `submitted`, no `history`), as in a dataset given its rule, or a deployment given history, after
+// they were stored: then the first update of each record also writes its status, and of each
+// response rebuilds its history (the general form of the update).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +22,7 @@ import type { RecordDoc } from '../shared/documents.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { startRedis } from '../devkit/servers.js';
 import { buildBurst, buildSeed, DRAIN_DATASET, seedDb } from './lib/drain-writes.js';
+import { storeCpuSeconds } from './lib/proc-cpu.js';
 import { fmt } from './lib/report.js';
 import { progress, ROOT, STARTED } from './lib/runner.js';
 import { startTestStore } from './lib/services.js';
@@ -45,7 +49,7 @@ const MODES = {
   rule: { env: { RESPONSE_HISTORY_MAX: '0' }, rule: true },
 } as const;
 type Mode = keyof typeof MODES;
-const SEED_UNDER_RULE = argv.includes('--seed-under-rule');
+const SEED_AS_BEFORE = argv.includes('--seed-as-before');
 const modesArg = argv.indexOf('--modes');
 /** `--modes off,on,history,rule`; default off,on. The order alternates by round. */
 const MODE_LIST: Mode[] = modesArg < 0 ? ['off', 'on'] : (argv[modesArg + 1] ?? '').split(',').map((m) => {
@@ -80,13 +84,20 @@ async function main(): Promise<void> {
               completion: { min_submitted: 2 },
             });
             // Each seeded record has its creator's submitted response alone: one of two.
-            if (SEED_UNDER_RULE) await db.collection<RecordDoc>(COLLECTIONS.records).updateMany({}, { $set: { status: 'pending' } });
+            if (!SEED_AS_BEFORE) await db.collection<RecordDoc>(COLLECTIONS.records).updateMany({}, { $set: { status: 'pending' } });
           }
+          if (MODES[mode].env.RESPONSE_HISTORY_MAX !== '0' && !SEED_AS_BEFORE) {
+            // As the worker inserts a first response with history on (response-history.ts withHistory).
+            const version = { status: '$status', values: '$values', seq: '$seq', updated_at: '$updated_at', request_id: '$request_id' };
+            await db.collection(COLLECTIONS.responses).updateMany({}, [{ $set: { history: [version], history_has_current: true } }]);
+          }
+          const cpuBefore = storeCpuSeconds(store.postgresPort);
           const d = await drainBurst({ redisUrl: redis.url, storeUrl: store.url, mon, dbName: name, burst, seed: base, jobWrites: JOB_WRITES, env: MODES[mode].env });
+          const storeCpuUs = ((storeCpuSeconds(store.postgresPort) - cpuBefore) * 1e6) / WRITES;
           const key = `${mix} ${mode}`;
           (rates[key] ??= []).push(d.rate);
           const storeTime = [...d.storeSeconds.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${fmt(v, 1)} s (${d.commands.get(k) ?? 0})`).join(', ');
-          const line = `| ${round} | ${mix} | ${mode} | ${fmt(d.rate)} | ${fmt(d.cpuUsPerWrite)} | ${fmt(d.seconds, 2)} | ${storeTime} | ${d.verified} |`;
+          const line = `| ${round} | ${mix} | ${mode} | ${fmt(d.rate)} | ${fmt(d.cpuUsPerWrite)} | ${fmt(storeCpuUs)} | ${fmt(d.seconds, 2)} | ${storeTime} | ${d.verified} |`;
           rows.push(line);
           progress(line);
           await db.dropDatabase();
@@ -111,7 +122,7 @@ async function main(): Promise<void> {
     '',
     `\`node --import tsx bench/completion-ab.ts ${argv.join(' ')}\``.replace(' `', '`'),
     '',
-    `${WRITES} writes per burst, jobs of ${JOB_WRITES}, ${ROUNDS} rounds, each drain on a fresh database seeded with ${BASE_DOCS} documents${SEED_UNDER_RULE ? ' (records `pending` in the modes with the rule)' : ''}.`,
+    `${WRITES} writes per burst, jobs of ${JOB_WRITES}, ${ROUNDS} rounds, each drain on a fresh database seeded with ${BASE_DOCS} documents${SEED_AS_BEFORE ? ', alike in every mode (records `submitted`, no `history`)' : ' as the worker stores them in each mode (with the rule, records `pending`; with history, `history` holding each response\'s version)'}.`,
     '"on": `RESPONSE_HISTORY_MAX=20` and `completion: {min_submitted: 2}` on the dataset; "off": `RESPONSE_HISTORY_MAX=0`, no definition.',
     '',
     'Median of the rounds (with two rounds, the higher); the per-round ratios below say more on a busy machine.',
@@ -120,10 +131,10 @@ async function main(): Promise<void> {
     '|---|---|---|---|---|',
     ...summary,
     '',
-    `Load average at the start: ${LOAD_AT_START}; at the end: ${loadavg().map((l) => l.toFixed(2)).join(', ')}. CPU: the bench process's (where the worker runs), user + system, per write.`,
+    `Load average at the start: ${LOAD_AT_START}; at the end: ${loadavg().map((l) => l.toFixed(2)).join(', ')}. CPU: the bench process's (where the worker runs), user + system, per write; store CPU: FerretDB's, Redis's and the PostgreSQL cluster's, from /proc, over the whole of a drain's step: the burst queued, drained, and what is stored checked.`,
     '',
-    '| round | mix | mode | writes/s | CPU µs/write | s | store seconds by command (commands) | verified |',
-    '|---|---|---|---|---|---|---|---|',
+    '| round | mix | mode | writes/s | CPU µs/write | store CPU µs/write | s | store seconds by command (commands) | verified |',
+    '|---|---|---|---|---|---|---|---|---|',
     ...rows,
     '',
   ].join('\n');

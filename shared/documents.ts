@@ -51,14 +51,27 @@ export interface ResponseDoc {
   created_at: Date;
   updated_at: Date;
   /**
-   * The versions this one replaced, oldest first, at most RESPONSE_HISTORY_MAX (the oldest are
-   * dropped first); kept by the same update as the version (worker/response-history.ts).
-   * Absent on a response never updated.
+   * The response's versions, oldest first, kept by the same update as the version
+   * (worker/response-history.ts): at most RESPONSE_HISTORY_MAX earlier ones (the oldest are
+   * dropped first) and, when `history_has_current`, the stored version last. Documents of earlier
+   * releases hold the earlier versions only; {@link earlierVersions} reads both. Absent when
+   * RESPONSE_HISTORY_MAX was 0.
    */
   history?: ResponseVersionDoc[];
+  /**
+   * `history` ends with the stored version: the worker's next version is then appended with a
+   * plain `$push`. Absent (a document of an earlier release, or one stored while
+   * RESPONSE_HISTORY_MAX was 0): the next version goes through the update that rebuilds `history`.
+   */
+  history_has_current?: true;
 }
 
-/** One earlier version of a response, as kept in its `history`. */
+/** The versions a response's stored one replaced, oldest first, whichever form its `history` has. */
+export function earlierVersions(doc: Pick<ResponseDoc, 'seq' | 'history'>): ResponseVersionDoc[] {
+  return (doc.history ?? []).filter((v) => v.seq < doc.seq);
+}
+
+/** One version of a response, as kept in its `history`. */
 export interface ResponseVersionDoc {
   status: string;
   values: Record<string, unknown>;

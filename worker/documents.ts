@@ -64,6 +64,12 @@ export interface ConditionalUpdate<D> {
   readonly filter: Filter<D>;
   /** An update document, or a pipeline (worker/response-history.ts). */
   readonly update: UpdateFilter<D> | Document[];
+  /**
+   * What runs, without upsert, when the upsert met a duplicate key (see updates.ts); absent: the
+   * same filter and update. An update whose filter is narrower than "this version or an earlier
+   * one is stored" (response-history.ts: the quick form) gives the general one here.
+   */
+  readonly recheck?: { readonly filter: Filter<D>; readonly update: UpdateFilter<D> | Document[] };
 }
 
 export type ResponseUpdate = ConditionalUpdate<ResponseDoc>;
@@ -85,6 +91,8 @@ export function responseUpdate(item: ResponseCarrying, datasetId: string, create
     update: {
       $set: { status: w.response.status, values: w.response.values, seq: item.seq, api_key: w.api_key, request_id: w.request_id, updated_at: new Date(w.accepted_at) },
       $setOnInsert: { feedback_record_id: w.record_id, feedback_dataset_id: datasetId, user_id: w.response.user_id, created_at: new Date(createdAt), created_seq: item.seq },
+      // A version stored without history: `history` no longer ends with the stored one (response-history.ts).
+      $unset: { history_has_current: '' },
     },
   };
 }

@@ -4,7 +4,7 @@ import type { Logger } from '../shared/logger.js';
 import { writeTargetId } from '../shared/writes.js';
 import { carriesResponse, firstResponseDoc, isRecordWrite, responseUpdate, type ResponseCarrying, type SequencedWrite } from './documents.js';
 import { insertNew } from './inserts.js';
-import { responseUpdateWithHistory } from './response-history.js';
+import { responseUpdateWithHistory, withHistory } from './response-history.js';
 import { applyUpdates, type UpdateOutcome } from './updates.js';
 import { STORED, type WriteResult } from './write-result.js';
 
@@ -78,7 +78,7 @@ export function createResponseRound(options: { readonly responses: Collection<Re
     const updates: number[] = [];
     open.forEach((candidates, k) => {
       const top = items[candidates[0]!]!;
-      if (isRecordWrite(top)) firsts.push({ k, doc: firstResponseDoc(top) });
+      if (isRecordWrite(top)) firsts.push({ k, doc: historyMax > 0 ? withHistory(firstResponseDoc(top)) : firstResponseDoc(top) });
       else updates.push(k);
     });
 
@@ -97,7 +97,6 @@ export function createResponseRound(options: { readonly responses: Collection<Re
       const top = items[candidates[0]!]! as ResponseCarrying;
       const createdAt = Math.min(...candidates.map((i) => items[i]!.write.accepted_at));
       const datasetId = datasets.get(top.write.record_id) ?? (isRecordWrite(top) ? top.write.record.feedback_dataset_id : '');
-      
       if (historyMax > 0) return responseUpdateWithHistory(top, candidates.slice(1).map((i) => items[i]! as ResponseCarrying), datasetId, createdAt, historyMax);
       return responseUpdate(top, datasetId, createdAt);
     };

@@ -92,7 +92,8 @@ export function updateAttempts(err: unknown, count: number): Attempt[] | undefin
 
 async function recheck<D extends Sequenced>(col: Collection<D>, op: ConditionalUpdate<D>): Promise<UpdateOutcome> {
   try {
-    const r = await col.updateOne(op.filter, op.update, { upsert: false });
+    const again = op.recheck ?? op;
+    const r = await col.updateOne(again.filter, again.update, { upsert: false });
     return r.matchedCount > 0 ? APPLIED : STALE;
   } catch (err) {
     return transientOr(err, { kind: 'rejected', error: (err as Error).message });

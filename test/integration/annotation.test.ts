@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { MongoClient, type Db } from 'mongodb';
 import { createFeedbackClient, FeedbackApiError } from '../../client/index.js';
-import type { ResponseDoc } from '../../shared/documents.js';
+import { earlierVersions, type ResponseDoc } from '../../shared/documents.js';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
 import type { ResponseWrite } from '../../shared/writes.js';
 import type { SequencedWrite } from '../../worker/documents.js';
@@ -177,8 +177,10 @@ describe('response history in the store round (worker/response-history.ts)', () 
   }
   const historyOf = async () => {
     const doc = await db.collection<ResponseDoc>(COLLECTIONS.responses).findOne({ _id: 'rsp_history' });
-    return { current: doc?.values['v'], history: (doc?.history ?? []).map((h) => h.values['v']), doc };
+    return { current: doc?.values['v'], history: doc === null ? [] : earlierVersions(doc).map((h) => h.values['v']), doc };
   };
+  /** The quick form's condition holds: `history` ends with the stored version. */
+  const endsWithCurrent = (doc: ResponseDoc | null | undefined) => doc?.history_has_current === true && doc.history?.at(-1)?.seq === doc.seq;
 
   it('keeps the replaced version; a job run twice and a stale version add nothing; the versions between stored and newest in one round are kept too; cap 3 drops the oldest', async () => {
     const w = createFeedbackWriter({ db, logger: silentLogger, historyMax: 3 });
@@ -202,7 +204,28 @@ describe('response history in the store round (worker/response-history.ts)', () 
     expect((await historyOf()).history).to.deep.equal([3, 4, 5]);
     // A round with a version older than the stored one (5 < 6) and a newer one: only 6 moves to the history.
     await w.write([version(5), version(7)]);
-    expect(await historyOf()).to.deep.include({ current: 7, history: [4, 5, 6] });
+    const last = await historyOf();
+    expect(last).to.deep.include({ current: 7, history: [4, 5, 6] });
+    expect(endsWithCurrent(last.doc), 'history ends with the stored version').to.equal(true);
+  });
+
+  it('a response stored without history in its last form (an earlier release, or RESPONSE_HISTORY_MAX 0) keeps its stored version in the history of the next one', async () => {
+    const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
+    const w = createFeedbackWriter({ db, logger: silentLogger, historyMax: 3 });
+    await w.write([recordWrite(1)]);
+    await w.write([version(1)]);
+    // As an earlier release stored it: `history` holds the earlier versions only, no marker.
+    const v2 = version(2).write as ResponseWrite;
+    await responses.updateOne({ _id: 'rsp_history' }, { $set: { seq: BASE + 2, values: v2.response.values, request_id: 'req-2', history: [{ status: 'draft', values: { v: 1 }, seq: BASE + 1, updated_at: new Date(), request_id: 'req-1' }] }, $unset: { history_has_current: '' } });
+    await w.write([version(3)]);
+    const upgraded = await historyOf();
+    expect(upgraded).to.deep.include({ current: 3, history: [1, 2] });
+    expect(endsWithCurrent(upgraded.doc)).to.equal(true);
+    // Stored with RESPONSE_HISTORY_MAX 0, then with history again: the version stored meanwhile is kept.
+    await createFeedbackWriter({ db, logger: silentLogger, historyMax: 0 }).write([version(4)]);
+    expect((await historyOf()).doc).to.not.have.property('history_has_current');
+    await w.write([version(5)]);
+    expect(await historyOf()).to.deep.include({ current: 5, history: [1, 2, 3, 4].slice(-3) });
   });
 
   it('RESPONSE_HISTORY_MAX 0 keeps no history', async () => {

@@ -4,6 +4,7 @@ import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
 import { ensureIndexes } from '../../worker/indexes.js';
 import { BACKLOG_ROUND_WRITES, createFeedbackWriter, type FeedbackWriter, type WriteResult } from '../../worker/writer.js';
 import type { SequencedWrite } from '../../worker/documents.js';
+import { earlierVersions, type ResponseDoc } from '../../shared/documents.js';
 import { sqlStateCode, TransientStoreError } from '../../worker/errors.js';
 import { uniqueName } from '../helpers/env.js';
 import { sharedServices } from '../helpers/root-hooks.js';
@@ -87,9 +88,9 @@ describe('worker writer (order, races, store limits) on the real store', () => {
     expect(r.early, 'the second round wrote before the first').to.equal('waiting');
     expect(r.first).to.equal('stored');
     expect(r.second).to.equal('stored');
-    const doc = await db.collection<{ _id: string; seq: number; history?: { seq: number }[] }>(COLLECTIONS.responses).findOne({ _id: 'rsp_1_1' });
+    const doc = await db.collection<ResponseDoc>(COLLECTIONS.responses).findOne({ _id: 'rsp_1_1' });
     expect(doc?.seq).to.equal(version(1, 1, 2).seq);
-    expect((doc?.history ?? []).map((h) => h.seq)).to.deep.equal([version(1, 1, 1).seq]);
+    expect(earlierVersions(doc!).map((h) => h.seq)).to.deep.equal([version(1, 1, 1).seq]);
   });
 
   it('keeps the newest version of each response whatever order and batches the versions arrive in, and says stale for the others', async () => {
