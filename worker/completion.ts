@@ -86,6 +86,12 @@ export interface CompletionTrackerOptions {
 }
 
 
+/**
+ * The first batch of a read of a round's documents holds them all (the default is 101 documents,
+ * and each further batch is one more round trip of the store round).
+ */
+const ONE_BATCH = 100_000;
+
 /** The owner of a record's status (`feedback_completion_guards`): the token of the last recount that claimed it. */
 interface GuardDoc {
   _id: string;
@@ -159,7 +165,13 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
     return minOf;
   }
 
-  /** Step 1: `token` owns the status of `ids` (sorted, so that concurrent claims lock guards in the same order: no deadlock, see updates.ts). */
+  /**
+   * Step 1: `token` owns the status of `ids` (sorted, so that concurrent claims lock guards in the
+   * same order: no deadlock, see updates.ts). Single updates in one command: one `updateMany` of
+   * them costs the stand-in's store about 0.6× the CPU, but locks the guards in the order it finds
+   * them, and two rounds claiming the same records then deadlocked (PostgreSQL breaks a deadlock
+   * after a second; measured with bench/completion-ab.ts, 2026-11-26).
+   */
   async function claim(token: string, ids: readonly string[]): Promise<void> {
     let open = ids;
     while (open.length > 0) {
@@ -187,22 +199,23 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
   async function settle(token: string, minOf: ReadonlyMap<string, number>, touched: ReadonlyMap<string, TouchedRecord>, recount: readonly string[], fresh: ReadonlyMap<string, Pick<RecordDoc, 'status' | 'completed_seq'>>, prior: ReadonlyMap<string, RecordStatus>): Promise<{ again: string[]; prior: Map<string, RecordStatus> }> {
     if (recount.length > 0) await claim(token, recount);
     const [read, counts, claimed] = await Promise.all([
-      recount.length === 0 ? Promise.resolve([]) : storeCall(() => records.find({ _id: { $in: [...recount] } }, { projection: { status: 1, completed_seq: 1 } }).toArray()),
-      recount.length === 0
-        ? Promise.resolve([])
-        : storeCall(() =>
-            responses
-              .aggregate<{ _id: string; n: number; last: number }>([
-                { $match: { feedback_record_id: { $in: [...recount] }, status: 'submitted' } },
-                { $group: { _id: '$feedback_record_id', n: { $sum: 1 }, last: { $max: '$seq' } } },
-              ])
-              .toArray(),
-          ),
-      fresh.size === 0 ? Promise.resolve([]) : storeCall(() => guards.find({ _id: { $in: [...fresh.keys()] } }, { projection: { _id: 1 } }).toArray()),
+      recount.length === 0 ? Promise.resolve([]) : storeCall(() => records.find({ _id: { $in: [...recount] } }, { projection: { status: 1, completed_seq: 1 }, batchSize: ONE_BATCH }).toArray()),
+      // The submitted responses themselves, counted here: on the stand-in a `$group` of them cost
+      // the store about 4× the CPU of reading them (bench/completion-costs.ts).
+      recount.length === 0 ? Promise.resolve([]) : storeCall(() => responses.find({ feedback_record_id: { $in: [...recount] }, status: 'submitted' }, { projection: { feedback_record_id: 1, seq: 1 }, batchSize: ONE_BATCH }).toArray()),
+      fresh.size === 0 ? Promise.resolve([]) : storeCall(() => guards.find({ _id: { $in: [...fresh.keys()] } }, { projection: { _id: 1 }, batchSize: ONE_BATCH }).toArray()),
     ]);
     // Fresh records as this round inserted them, then those read.
     const held: Pick<RecordDoc, '_id' | 'status' | 'completed_seq'>[] = [...[...fresh].map(([_id, fields]) => ({ _id, ...fields })), ...read];
-    const submitted = new Map(counts.map((c) => [c._id, c]));
+    const submitted = new Map<string, { n: number; last: number }>();
+    for (const r of counts) {
+      const c = submitted.get(r.feedback_record_id);
+      if (c === undefined) submitted.set(r.feedback_record_id, { n: 1, last: r.seq });
+      else {
+        c.n++;
+        c.last = Math.max(c.last, r.seq);
+      }
+    }
     const isFresh = fresh;
     const claimedFresh = new Set(claimed.map((g) => g._id));
     const changes: RecordStatusChange[] = [];
@@ -244,7 +257,7 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
       }));
       await storeCall(() => records.bulkWrite(ops, { ordered: false }));
       // Step 4: a record claimed since our claim may have been read before this write by the recount that claimed it.
-      const still = await storeCall(() => guards.find({ _id: { $in: changes.map((c) => c.record_id) }, token }, { projection: { _id: 1 } }).toArray());
+      const still = await storeCall(() => guards.find({ _id: { $in: changes.map((c) => c.record_id) }, token }, { projection: { _id: 1 }, batchSize: ONE_BATCH }).toArray());
       const ours = new Set(still.map((d) => d._id));
       for (const c of changes) {
         if (ours.has(c.record_id)) reported.push(c);

@@ -1,0 +1,56 @@
+// What each store command of the worker's completion recount (worker/completion.ts) costs the
+// store, per record, in commands of 200 records (a store round's): the forms it uses and those it
+// replaced. A dataset of `--records` records with one response each, the worker's indexes, the
+// store otherwise idle; store CPU from /proc.
+//
+//   node --import tsx bench/completion-costs.ts [--records N]
+import { MongoClient } from 'mongodb';
+import { COLLECTIONS } from '../shared/mongo.js';
+import { buildSeed, seedDb } from './lib/drain-writes.js';
+import { storeCpuSeconds } from './lib/proc-cpu.js';
+import { startTestStore } from './lib/services.js';
+
+const argv = process.argv.slice(2);
+const RECORDS = argv.includes('--records') ? Number(argv[argv.indexOf('--records') + 1]) : 10_000;
+const CHUNK = 200;
+
+const store = await startTestStore();
+const client = await MongoClient.connect(store.url);
+try {
+  const db = client.db('completion_costs');
+  const seed = buildSeed(RECORDS * 2);
+  await seedDb(db, seed);
+  const ids = seed.records.map((r) => r._id);
+  type Doc = { _id: string; token?: string };
+  const responses = db.collection<Doc & { feedback_record_id: string; status: string; seq: number }>(COLLECTIONS.responses);
+  const records = db.collection<Doc & { status: string }>(COLLECTIONS.records);
+  const guards = db.collection<Doc>(COLLECTIONS.completionGuards);
+  const ONE_BATCH = { batchSize: 100_000 };
+
+  console.log(`${ids.length} records with one response each; commands of ${CHUNK} records, one at a time`);
+  console.log('| command | ms per command | store CPU µs per record |');
+  console.log('|---|---|---|');
+  const time = async (name: string, fn: (chunk: string[], i: number) => Promise<unknown>) => {
+    const c0 = storeCpuSeconds(store.postgresPort);
+    const t0 = Date.now();
+    let n = 0;
+    for (let i = 0; i + CHUNK <= ids.length; i += CHUNK) {
+      await fn(ids.slice(i, i + CHUNK), i);
+      n++;
+    }
+    console.log(`| ${name} | ${((Date.now() - t0) / n).toFixed(1)} | ${(((storeCpuSeconds(store.postgresPort) - c0) * 1e6) / (n * CHUNK)).toFixed(0)} |`);
+  };
+  const match = (c: string[]) => ({ feedback_record_id: { $in: c }, status: 'submitted' });
+  await time('count: `$group` of the submitted responses (before)', (c) => responses.aggregate([{ $match: match(c) }, { $group: { _id: '$feedback_record_id', n: { $sum: 1 }, last: { $max: '$seq' } } }], ONE_BATCH).toArray());
+  await time('count: the submitted responses read, projected (now)', (c) => responses.find(match(c), { projection: { feedback_record_id: 1, seq: 1 }, ...ONE_BATCH }).toArray());
+  await time('records read, default first batch (before)', (c) => records.find({ _id: { $in: c } }, { projection: { status: 1, completed_seq: 1 } }).toArray());
+  await time('records read, one batch (now)', (c) => records.find({ _id: { $in: c } }, { projection: { status: 1, completed_seq: 1 }, ...ONE_BATCH }).toArray());
+  await time('claim: single upserts, guards created', (c) => guards.bulkWrite(c.map((_id) => ({ updateOne: { filter: { _id }, update: { $set: { token: 'a' } }, upsert: true } })), { ordered: false }));
+  await time('claim: single upserts, guards there (used)', (c) => guards.bulkWrite(c.map((_id) => ({ updateOne: { filter: { _id }, update: { $set: { token: 'b' } }, upsert: true } })), { ordered: false }));
+  await time('claim: one updateMany, guards there (not used: deadlocks, worker/completion.ts)', (c, i) => guards.updateMany({ _id: { $in: c } }, { $set: { token: `m${i}` } }));
+  await time('guards read (fresh records, step 4)', (c) => guards.find({ _id: { $in: c } }, { projection: { _id: 1 }, ...ONE_BATCH }).toArray());
+  await time('status write (a change only)', (c) => records.bulkWrite(c.map((_id) => ({ updateOne: { filter: { _id }, update: { $set: { status: 'pending' } } } })), { ordered: false }));
+} finally {
+  await client.close();
+  await store.stop();
+}
