@@ -76,7 +76,7 @@ async function main(): Promise<void> {
         for (const mode of order) {
           const name = `ab_${n++}`;
           const db = mon.client.db(name);
-          await seedDb(db, base);
+          await seedDb(db, base, { history: MODES[mode].env.RESPONSE_HISTORY_MAX !== '0' && !SEED_AS_BEFORE });
           if (MODES[mode].rule) {
             await createDatasetAdmin({ db }).put(DRAIN_DATASET, {
               fields: [{ name: 'prompt', type: 'text' }, { name: 'answer', type: 'text' }],
@@ -85,11 +85,6 @@ async function main(): Promise<void> {
             });
             // Each seeded record has its creator's submitted response alone: one of two.
             if (!SEED_AS_BEFORE) await db.collection<RecordDoc>(COLLECTIONS.records).updateMany({}, { $set: { status: 'pending' } });
-          }
-          if (MODES[mode].env.RESPONSE_HISTORY_MAX !== '0' && !SEED_AS_BEFORE) {
-            // As the worker inserts a first response with history on (response-history.ts withHistory).
-            const version = { status: '$status', values: '$values', seq: '$seq', updated_at: '$updated_at', request_id: '$request_id' };
-            await db.collection(COLLECTIONS.responses).updateMany({}, [{ $set: { history: [version], history_has_current: true } }]);
           }
           const cpuBefore = storeCpuSeconds(store.postgresPort);
           const d = await drainBurst({ redisUrl: redis.url, storeUrl: store.url, mon, dbName: name, burst, seed: base, jobWrites: JOB_WRITES, env: MODES[mode].env });

@@ -5,6 +5,7 @@ import { fullRecordView } from '../shared/views.js';
 import type { StoredEvent } from '../shared/webhook-events.js';
 import type { RecordCompletion } from './completion.js';
 import type { EventOutbox } from './event-outbox.js';
+import { ROUND_READ_BATCH } from './store-chunks.js';
 
 /**
  * `record.completed`: one event per completion the store round's recount reports
@@ -26,9 +27,9 @@ export function createCompletionEvents(options: { readonly db: Db; readonly outb
     if (wanted.length === 0) return;
     const ids = [...new Set(wanted.map((c) => c.record_id))];
     const [recordDocs, responseDocs, suggestionDocs] = await Promise.all([
-      records.find({ _id: { $in: ids } }).toArray(),
-      responses.find({ feedback_record_id: { $in: ids } }).toArray(),
-      suggestions.find({ feedback_record_id: { $in: ids } }).toArray(),
+      records.find({ _id: { $in: ids } }, { batchSize: ROUND_READ_BATCH }).toArray(),
+      responses.find({ feedback_record_id: { $in: ids } }, { batchSize: ROUND_READ_BATCH }).toArray(),
+      suggestions.find({ feedback_record_id: { $in: ids } }, { batchSize: ROUND_READ_BATCH }).toArray(),
     ]);
     const byId = new Map(recordDocs.map((d) => [d._id, d]));
     const events: StoredEvent[] = [];

@@ -5,6 +5,7 @@ import { COLLECTIONS } from '../shared/mongo.js';
 import { outcomesOfBulkError } from './bulk-errors.js';
 import type { CompletionRules } from './completion-rules.js';
 import { storeCall } from './errors.js';
+import { ROUND_READ_BATCH } from './store-chunks.js';
 
 /** A record whose status the worker changed. */
 export type RecordStatusChange = {
@@ -85,12 +86,6 @@ export interface CompletionTrackerOptions {
   readonly onCompleting?: (completions: readonly RecordCompletion[]) => Promise<void>;
 }
 
-
-/**
- * The first batch of a read of a round's documents holds them all (the default is 101 documents,
- * and each further batch is one more round trip of the store round).
- */
-const ONE_BATCH = 100_000;
 
 /** The owner of a record's status (`feedback_completion_guards`): the token of the last recount that claimed it. */
 interface GuardDoc {
@@ -199,11 +194,11 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
   async function settle(token: string, minOf: ReadonlyMap<string, number>, touched: ReadonlyMap<string, TouchedRecord>, recount: readonly string[], fresh: ReadonlyMap<string, Pick<RecordDoc, 'status' | 'completed_seq'>>, prior: ReadonlyMap<string, RecordStatus>): Promise<{ again: string[]; prior: Map<string, RecordStatus> }> {
     if (recount.length > 0) await claim(token, recount);
     const [read, counts, claimed] = await Promise.all([
-      recount.length === 0 ? Promise.resolve([]) : storeCall(() => records.find({ _id: { $in: [...recount] } }, { projection: { status: 1, completed_seq: 1 }, batchSize: ONE_BATCH }).toArray()),
+      recount.length === 0 ? Promise.resolve([]) : storeCall(() => records.find({ _id: { $in: [...recount] } }, { projection: { status: 1, completed_seq: 1 }, batchSize: ROUND_READ_BATCH }).toArray()),
       // The submitted responses themselves, counted here: on the stand-in a `$group` of them cost
       // the store about 4× the CPU of reading them (bench/completion-costs.ts).
-      recount.length === 0 ? Promise.resolve([]) : storeCall(() => responses.find({ feedback_record_id: { $in: [...recount] }, status: 'submitted' }, { projection: { feedback_record_id: 1, seq: 1 }, batchSize: ONE_BATCH }).toArray()),
-      fresh.size === 0 ? Promise.resolve([]) : storeCall(() => guards.find({ _id: { $in: [...fresh.keys()] } }, { projection: { _id: 1 }, batchSize: ONE_BATCH }).toArray()),
+      recount.length === 0 ? Promise.resolve([]) : storeCall(() => responses.find({ feedback_record_id: { $in: [...recount] }, status: 'submitted' }, { projection: { feedback_record_id: 1, seq: 1 }, batchSize: ROUND_READ_BATCH }).toArray()),
+      fresh.size === 0 ? Promise.resolve([]) : storeCall(() => guards.find({ _id: { $in: [...fresh.keys()] } }, { projection: { _id: 1 }, batchSize: ROUND_READ_BATCH }).toArray()),
     ]);
     // Fresh records as this round inserted them, then those read.
     const held: Pick<RecordDoc, '_id' | 'status' | 'completed_seq'>[] = [...[...fresh].map(([_id, fields]) => ({ _id, ...fields })), ...read];
@@ -257,7 +252,7 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
       }));
       await storeCall(() => records.bulkWrite(ops, { ordered: false }));
       // Step 4: a record claimed since our claim may have been read before this write by the recount that claimed it.
-      const still = await storeCall(() => guards.find({ _id: { $in: changes.map((c) => c.record_id) }, token }, { projection: { _id: 1 }, batchSize: ONE_BATCH }).toArray());
+      const still = await storeCall(() => guards.find({ _id: { $in: changes.map((c) => c.record_id) }, token }, { projection: { _id: 1 }, batchSize: ROUND_READ_BATCH }).toArray());
       const ours = new Set(still.map((d) => d._id));
       for (const c of changes) {
         if (ours.has(c.record_id)) reported.push(c);

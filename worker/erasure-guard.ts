@@ -4,6 +4,7 @@ import type { RecordDoc, ResponseDoc, SuggestionDoc } from '../shared/documents.
 import { COLLECTIONS } from '../shared/mongo.js';
 import { carriesResponse, isRecordWrite, type SequencedWrite } from './documents.js';
 import { storeCall } from './errors.js';
+import { ROUND_READ_BATCH } from './store-chunks.js';
 
 /*
  * The store round's side of erasure (docs/erasure.md): a write of a user with a tombstone of a
@@ -122,7 +123,7 @@ export function createErasureGuard(options: { readonly db: Db } & ErasureHooks):
       }
       if (hashOf.size === 0) return NO_TOMBSTONES;
       const docs = await storeCall(() =>
-        erasures.find({ user_hash: { $in: [...new Set(hashOf.values())] } }, { projection: { user_hash: 1, seq: 1, datasets: 1, records: 1, requested_at: 1 } }).toArray(),
+        erasures.find({ user_hash: { $in: [...new Set(hashOf.values())] } }, { projection: { user_hash: 1, seq: 1, datasets: 1, records: 1, requested_at: 1 }, batchSize: ROUND_READ_BATCH }).toArray(),
       );
       if (docs.length === 0) return NO_TOMBSTONES;
       const byHash = new Map<string, Tombstone[]>();

@@ -1,6 +1,7 @@
 import type { Collection } from 'mongodb';
 import type { RecordDoc } from '../shared/documents.js';
 import { isTransientMongoError, TransientStoreError } from './errors.js';
+import { ROUND_READ_BATCH } from './store-chunks.js';
 
 interface RecordLookup {
   /** Notes a record as stored (records are never deleted, so the note stays true). */
@@ -26,7 +27,7 @@ export function createRecordLookup(options: { records: Collection<RecordDoc>; ca
     if (known.size > capacity) known.delete(known.keys().next().value!);
   };
 
-  const read = (ids: readonly string[]) => records.find({ _id: { $in: [...ids] } }, { projection: { feedback_dataset_id: 1 } }).toArray();
+  const read = (ids: readonly string[]) => records.find({ _id: { $in: [...ids] } }, { projection: { feedback_dataset_id: 1 }, batchSize: ROUND_READ_BATCH }).toArray();
 
   return {
     remember,

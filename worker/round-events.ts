@@ -5,6 +5,7 @@ import { recordView, responseView } from '../shared/views.js';
 import type { StoredEvent } from '../shared/webhook-events.js';
 import { carriesResponse, firstResponseDoc, isRecordWrite, type SequencedWrite } from './documents.js';
 import type { EventOutbox } from './event-outbox.js';
+import { ROUND_READ_BATCH } from './store-chunks.js';
 
 /** What one store round stored, by index into its writes. */
 export interface RoundStored {
@@ -62,7 +63,7 @@ export function createRoundEvents(options: { readonly db: Db; readonly outbox: E
         // One read for the round: what an update stored is known only in part (its created_at is the first version's).
         const carrying = round.maybeStored.map((i) => items[i]!).filter(carriesResponse);
         const ids = [...new Set(carrying.map((item) => item.write.response_id))];
-        const stored = new Map((await responses.find({ _id: { $in: ids } }).toArray()).map((d) => [d._id, d]));
+        const stored = new Map((await responses.find({ _id: { $in: ids } }, { batchSize: ROUND_READ_BATCH }).toArray()).map((d) => [d._id, d]));
         for (const item of carrying) {
           const doc = stored.get(item.write.response_id);
           if (doc !== undefined && doc.seq === item.seq) events.push(responseEvent(doc, item.seq));

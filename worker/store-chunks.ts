@@ -21,3 +21,10 @@ export async function inChunks<T, R>(items: readonly T[], size: number, apply: (
   const results = await Promise.all(slices.map((slice) => apply(slice)));
   return results.flat();
 }
+
+/**
+ * `batchSize` of a round's reads (documents by a round's ids): the first batch holds them all. The
+ * default first batch is 101 documents, and each further batch is one more round trip in the
+ * round's critical path (a `getMore`).
+ */
+export const ROUND_READ_BATCH = 100_000;

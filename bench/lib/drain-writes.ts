@@ -9,6 +9,7 @@ import type { RecordWrite, ResponseWrite } from '../../shared/writes.js';
 import type { RecordDoc, ResponseDoc } from '../../shared/documents.js';
 import { firstResponseDoc, recordDoc } from '../../worker/documents.js';
 import { ensureIndexes } from '../../worker/indexes.js';
+import { withHistory } from '../../worker/response-history.js';
 
 /** Documents per insertMany, for seeding and for the raw passes. */
 export const INSERT_BATCH = 500;
@@ -115,15 +116,20 @@ export function buildBurst(n: number, mix: MixName, targets: readonly Target[]):
   return { writes, finalSeq, newRecords };
 }
 
-/** Stores the seed with the worker's indexes; returns the seconds it took. */
-export async function seedDb(db: Db, seed: Seed): Promise<number> {
+/**
+ * Stores the seed with the worker's indexes; returns the seconds it took. `history` (default: on,
+ * as RESPONSE_HISTORY_MAX is by default): the responses as the worker inserts them with history on
+ * (worker/response-history.ts `withHistory`); off, as it inserts them with RESPONSE_HISTORY_MAX=0.
+ */
+export async function seedDb(db: Db, seed: Seed, options: { readonly history?: boolean } = {}): Promise<number> {
   const started = Date.now();
   await ensureIndexes(db);
   const records = db.collection<RecordDoc>(COLLECTIONS.records);
   const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
+  const stored = options.history === false ? seed.responses : seed.responses.map(withHistory);
   for (let i = 0; i < seed.records.length; i += INSERT_BATCH) {
     await records.insertMany(seed.records.slice(i, i + INSERT_BATCH), { ordered: false });
-    await responses.insertMany(seed.responses.slice(i, i + INSERT_BATCH), { ordered: false });
+    await responses.insertMany(stored.slice(i, i + INSERT_BATCH), { ordered: false });
   }
   return (Date.now() - started) / 1000;
 }
