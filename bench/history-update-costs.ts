@@ -49,7 +49,7 @@ function version(i: number, pass: number, seq: number): ResponseCarrying {
 function update(form: Form, item: ResponseCarrying): { filter: Document; update: Document | Document[] } {
   if (form === 'plain') return responseUpdate(item, 'ds', item.write.accepted_at);
   const both = responseUpdateWithHistory(item, [], 'ds', item.write.accepted_at, CAP);
-  return form === 'pipeline' ? both.recheck! : both;
+  return form === 'pipeline' ? both.recheck!() : both;
 }
 
 async function runForm(db: Db, form: Form, postgresPort: number): Promise<{ seconds: number; cpu: number }> {

@@ -67,9 +67,10 @@ export interface ConditionalUpdate<D> {
   /**
    * What runs, without upsert, when the upsert met a duplicate key (see updates.ts); absent: the
    * same filter and update. An update whose filter is narrower than "this version or an earlier
-   * one is stored" (response-history.ts: the quick form) gives the general one here.
+   * one is stored" (response-history.ts: the quick form) gives the general one here, built
+   * only when needed.
    */
-  readonly recheck?: { readonly filter: Filter<D>; readonly update: UpdateFilter<D> | Document[] };
+  readonly recheck?: () => { readonly filter: Filter<D>; readonly update: UpdateFilter<D> | Document[] };
 }
 
 export type ResponseUpdate = ConditionalUpdate<ResponseDoc>;

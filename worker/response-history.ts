@@ -59,7 +59,7 @@ export function responseUpdateWithHistory(item: ResponseCarrying, older: readonl
     // Upserted, the equality `history_has_current: true` is part of the inserted document.
     filter: { _id: w.response_id, seq: { $lt: lowest }, history_has_current: true },
     update: { $set: plain['$set'], $setOnInsert: plain['$setOnInsert'], $push: { history: { $each: [...between, mine], $slice: -(cap + 1) } } },
-    recheck: { filter: { _id: w.response_id, seq: { $lte: item.seq } }, update: rebuildingUpdate(item, between, mine, datasetId, createdAt, cap) },
+    recheck: () => ({ filter: { _id: w.response_id, seq: { $lte: item.seq } }, update: rebuildingUpdate(item, between, mine, datasetId, createdAt, cap) }),
   };
 }
 

@@ -92,7 +92,7 @@ export function updateAttempts(err: unknown, count: number): Attempt[] | undefin
 
 async function recheck<D extends Sequenced>(col: Collection<D>, op: ConditionalUpdate<D>): Promise<UpdateOutcome> {
   try {
-    const again = op.recheck ?? op;
+    const again = op.recheck?.() ?? op;
     const r = await col.updateOne(again.filter, again.update, { upsert: false });
     return r.matchedCount > 0 ? APPLIED : STALE;
   } catch (err) {
