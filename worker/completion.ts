@@ -99,42 +99,46 @@ interface GuardDoc {
  * responses distinct annotators), kept by the worker as responses are stored.
  *
  * Several workers store responses of the same record at once, so a plain recount-and-write could
- * leave a status counted before another worker's response and written after that worker's. The
- * guard, per store round:
+ * leave a status counted before another worker's response and written after that worker's
+ * recount read the status. Per store round, after its responses are stored:
  *
- * 1. after the round's responses are stored, claim the records: set their guard's `token`
- *    (`feedback_completion_guards`, one small document per record, by record id) to a new token
- *    (one unordered command for the round's records);
- * 2. read the records' status, and count their submitted responses (one query each);
- * 3. where the count gives another status, write it (one unordered command);
- * 4. read the guards of the records written: where the token is no longer ours, another recount
- *    claimed the record meanwhile and may have read the status before our write, so those records
- *    go through 1–4 again with a new token.
+ * 1. read the records' status and their responses (one query each), and count the submitted ones;
+ * 2. where the count gives another status, write it (one unordered command);
+ * 3. the check: read the responses of the records written again; where they no longer give the
+ *    status written, a response was stored since step 1, whose own recount may have read the
+ *    status before this write: those records go through 1–3 again.
  *
- * Why that is enough: every stored response is followed by a claim of its worker and then by that
- * worker's read and count. Take the last claim L of a record: its count starts after every stored
- * response, so it counts them all, and its read comes after every status write that came before
- * L. Any status write after that read is another recount's, whose step 4 comes later still and
- * sees L's token, so that recount claims again: a later claim than L, which is impossible. So the
- * status L read, or L's own write, is the last, and L counted everything: the status is a function
- * of the stored responses and the rule, whoever counts last (a job run twice, two workers, a Redis
- * reset). A worker that dies between its write and step 4 leaves its job to run again, which
- * claims and recounts.
+ * Why that is enough: let T be the moment the last response of a record is stored (by worker L).
+ * L's recount reads the status and the responses after T, so it counts them all. Any status write
+ * after L's read is another recount's, whose check reads the responses after that write, so after
+ * T: all of them. If what it wrote is not what they give, it recounts and writes again, with a read
+ * after T. So the last status write is checked against every response, and if there is none after
+ * L's read, L read the last status and counted everything, and wrote what the count gives where the
+ * status differed. The status is a function of the stored responses and the rule, whoever counts
+ * last (a job run twice, two workers, a Redis reset). A worker that dies between its write and the
+ * check leaves its job to run again, which recounts.
  *
- * The claim lives in its own collection rather than on the record because every update rewrites
- * all of a document's index entries on this store (DocumentDB indexes the whole document: no
- * in-place update), and a record carries six indexes; a guard has its `_id` only. Measured in
- * docs/annotation.md (What it costs the write path).
+ * A record inserted by the round, whose only response in the round is its first one, is inserted
+ * with its status from that response alone and is not recounted by that round: any other worker's
+ * response is stored after the record was inserted, so its recount reads that status and corrects
+ * it, if it counted the first response. For the case where it counted before the first response was
+ * stored, the guard (`feedback_completion_guards`, one small document per record, by record id):
  *
- * The common case costs less: a record inserted by the round, whose only response in the round is
- * its first one, is inserted with its status from that response alone and is not claimed. After
- * the round's responses, step 2 also reads its guard: none, then no other recount claimed it
- * before that read (claiming is each recount's first step), and any other worker's response is
- * stored, claimed and counted after its record was inserted, so that recount sees the inserted
- * status and corrects it; claimed, it is recounted with steps 1–4 (the other recount may have
- * counted before the first response was stored).
+ * - a recount that finds a record without a response of its creator (`creator_user_id`: the
+ *   annotator of its first response), a "young" record, sets the record's guard to a new token
+ *   (claims it), and checks it in step 3 even where it wrote nothing;
+ * - the round that inserted the record reads its guard once its responses are stored: claimed, the
+ *   record is recounted as above; not claimed, its status stands.
  *
- * When a record becomes `completed`, step 3 also writes `completed_seq`, the newest order among the
+ * If the inserting round read the guard before the claim, the first response was stored before the
+ * claim, so before the claiming recount's check, which then sees it and recounts. If after, the
+ * inserting round recounts itself, after its first response. The guard lives in its own collection
+ * because every update of a record rewrites all of its six index entries on this store (DocumentDB
+ * has no in-place update); a guard has its `_id` only. Until 2026-11-26 every recount claimed every
+ * record this way and checked the claims, not the responses: ~35 µs of store CPU per recounted
+ * record (docs/annotation.md, What it costs the write path).
+ *
+ * When a record becomes `completed`, step 2 also writes `completed_seq`, the newest order among the
  * submitted responses it counted (a fresh record: its record write's order). Every recount that
  * sees the same stored responses computes the same one, so `record.completed` (whose id carries
  * it) is one event per completion, whichever worker or attempt reports it; going back to pending
@@ -161,7 +165,7 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
   }
 
   /**
-   * Step 1: `token` owns the status of `ids` (sorted, so that concurrent claims lock guards in the
+   * A young record's claim (see above): `token` owns the status of `ids` (sorted, so that concurrent claims lock guards in the
    * same order: no deadlock, see updates.ts). Single updates in one command: one `updateMany` of
    * them costs the stand-in's store about 0.6× the CPU, but locks the guards in the order it finds
    * them, and two rounds claiming the same records then deadlocked (PostgreSQL breaks a deadlock
@@ -184,39 +188,62 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
     }
   }
 
+  /** Per record, its submitted responses (how many, the newest order) and the annotators who answered it. */
+  interface Tally {
+    n: number;
+    last: number;
+    readonly users: Set<string>;
+  }
+
   /**
-   * Claim, read and count, write, check (see above) for `recount` ids; `fresh` ids are only read:
-   * they keep their status while no recount claimed them. `prior` is the status a record had
-   * before an earlier pass of this round wrote it (a change to report, though this pass finds the
-   * status already written). Returns the records to settle again: fresh ones claimed by another
-   * recount, written ones claimed by another recount since.
+   * Reads the responses of `ids` and tallies them here: on the stand-in a `$group` of the
+   * submitted ones cost the store about 4× the CPU of reading them (bench/completion-costs.ts).
    */
-  async function settle(token: string, minOf: ReadonlyMap<string, number>, touched: ReadonlyMap<string, TouchedRecord>, recount: readonly string[], fresh: ReadonlyMap<string, Pick<RecordDoc, 'status' | 'completed_seq'>>, prior: ReadonlyMap<string, RecordStatus>): Promise<{ again: string[]; prior: Map<string, RecordStatus> }> {
-    if (recount.length > 0) await claim(token, recount);
-    const [read, counts, claimed] = await Promise.all([
-      recount.length === 0 ? Promise.resolve([]) : storeCall(() => records.find({ _id: { $in: [...recount] } }, { projection: { status: 1, completed_seq: 1 }, batchSize: ROUND_READ_BATCH }).toArray()),
-      // The submitted responses themselves, counted here: on the stand-in a `$group` of them cost
-      // the store about 4× the CPU of reading them (bench/completion-costs.ts).
-      recount.length === 0 ? Promise.resolve([]) : storeCall(() => responses.find({ feedback_record_id: { $in: [...recount] }, status: 'submitted' }, { projection: { feedback_record_id: 1, seq: 1 }, batchSize: ROUND_READ_BATCH }).toArray()),
+  async function tally(ids: readonly string[]): Promise<Map<string, Tally>> {
+    const tallies = new Map<string, Tally>();
+    if (ids.length === 0) return tallies;
+    const docs = await storeCall(() => responses.find({ feedback_record_id: { $in: [...ids] } }, { projection: { feedback_record_id: 1, user_id: 1, status: 1, seq: 1 }, batchSize: ROUND_READ_BATCH }).toArray());
+    for (const r of docs) {
+      let t = tallies.get(r.feedback_record_id);
+      if (t === undefined) tallies.set(r.feedback_record_id, (t = { n: 0, last: 0, users: new Set() }));
+      t.users.add(r.user_id);
+      if (r.status !== 'submitted') continue;
+      t.n++;
+      t.last = Math.max(t.last, r.seq);
+    }
+    return tallies;
+  }
+
+  const completes = (t: Tally | undefined, min: number) => (t?.n ?? 0) >= min;
+
+  /**
+   * Read and count, claim the young, write, check (see above) for `recount` ids; `fresh` ids are
+   * only read: they keep their status while no recount claimed them. `prior` is the status a
+   * record had before an earlier pass of this round wrote it (a change to report, though this pass
+   * finds the status already written). Returns the records to settle again: fresh ones claimed by
+   * another recount, and those whose responses no longer give the status written (or, young, the
+   * status read).
+   */
+  async function settle(minOf: ReadonlyMap<string, number>, touched: ReadonlyMap<string, TouchedRecord>, recount: readonly string[], fresh: ReadonlyMap<string, Pick<RecordDoc, 'status' | 'completed_seq'>>, prior: ReadonlyMap<string, RecordStatus>): Promise<{ again: string[]; prior: Map<string, RecordStatus> }> {
+    const [read, submitted, claimed] = await Promise.all([
+      recount.length === 0 ? Promise.resolve([]) : storeCall(() => records.find({ _id: { $in: [...recount] } }, { projection: { status: 1, completed_seq: 1, creator_user_id: 1 }, batchSize: ROUND_READ_BATCH }).toArray()),
+      tally(recount),
       fresh.size === 0 ? Promise.resolve([]) : storeCall(() => guards.find({ _id: { $in: [...fresh.keys()] } }, { projection: { _id: 1 }, batchSize: ROUND_READ_BATCH }).toArray()),
     ]);
+    // Young: no response of its creator is stored, so its first one may still be on its way, in the
+    // round that inserted it, which then reads the guard instead of recounting (see above).
+    const young = new Set(read.filter((d) => d.creator_user_id !== undefined && submitted.get(d._id)?.users.has(d.creator_user_id) !== true).map((d) => d._id));
+    if (young.size > 0) await claim(newToken(), [...young].sort());
     // Fresh records as this round inserted them, then those read.
     const held: Pick<RecordDoc, '_id' | 'status' | 'completed_seq'>[] = [...[...fresh].map(([_id, fields]) => ({ _id, ...fields })), ...read];
-    const submitted = new Map<string, { n: number; last: number }>();
-    for (const r of counts) {
-      const c = submitted.get(r.feedback_record_id);
-      if (c === undefined) submitted.set(r.feedback_record_id, { n: 1, last: r.seq });
-      else {
-        c.n++;
-        c.last = Math.max(c.last, r.seq);
-      }
-    }
     const isFresh = fresh;
     const claimedFresh = new Set(claimed.map((g) => g._id));
     const changes: RecordStatusChange[] = [];
     const reported: RecordStatusChange[] = [];
     const completions: RecordCompletion[] = [];
     const again: string[] = [];
+    /** What each checked record's responses must still give: the status written, or read. */
+    const expected = new Map<string, { status: RecordStatus; previous: RecordStatus }>();
     for (const doc of held) {
       const { datasetId, seqs } = touched.get(doc._id)!;
       if (isFresh.has(doc._id)) {
@@ -230,7 +257,7 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
       }
       const count = submitted.get(doc._id);
       const previous = prior.get(doc._id) ?? doc.status;
-      if ((count?.n ?? 0) >= minOf.get(doc._id)!) {
+      if (completes(count, minOf.get(doc._id)!)) {
         // Completed at the newest submitted version counted: the write whose storing completed it
         // when the responses were stored in their order, and never before a response it counts.
         const change = { record_id: doc._id, dataset_id: datasetId, previous, status: 'completed', seq: count!.last } as const;
@@ -242,6 +269,8 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
       } else if (doc.status !== 'pending') changes.push({ record_id: doc._id, dataset_id: datasetId, previous, status: 'pending' });
       else if (previous !== 'pending') reported.push({ record_id: doc._id, dataset_id: datasetId, previous, status: 'pending' });
     }
+    for (const doc of read) if (young.has(doc._id)) expected.set(doc._id, { status: doc.status, previous: prior.get(doc._id) ?? doc.status });
+    for (const c of changes) expected.set(c.record_id, { status: c.status, previous: c.previous });
     for (const c of changes) if (c.status === 'completed') completions.push({ record_id: c.record_id, dataset_id: c.dataset_id, seq: c.seq });
     // Before the status is written: a round that dies after writing it would find no change on its re-run.
     if (completions.length > 0) await options.onCompleting?.(completions);
@@ -251,33 +280,36 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
         updateOne: { filter: { _id: c.record_id }, update: { $set: c.status === 'completed' ? { status: c.status, completed_seq: c.seq } : { status: c.status } } },
       }));
       await storeCall(() => records.bulkWrite(ops, { ordered: false }));
-      // Step 4: a record claimed since our claim may have been read before this write by the recount that claimed it.
-      const still = await storeCall(() => guards.find({ _id: { $in: changes.map((c) => c.record_id) }, token }, { projection: { _id: 1 }, batchSize: ROUND_READ_BATCH }).toArray());
-      const ours = new Set(still.map((d) => d._id));
-      for (const c of changes) {
-        if (ours.has(c.record_id)) reported.push(c);
-        else {
-          again.push(c.record_id);
-          nextPrior.set(c.record_id, c.previous);
-        }
+    }
+    if (expected.size > 0) {
+      // The check: the responses read again, after the write. Where they no longer give the status
+      // written (a response stored since the count, whose own recount may have read the status
+      // before this write), the record is settled again.
+      const now = await tally([...expected.keys()]);
+      const failed = new Set<string>();
+      for (const [id, e] of expected) {
+        if ((completes(now.get(id), minOf.get(id)!) ? 'completed' : 'pending') === e.status) continue;
+        failed.add(id);
+        again.push(id);
+        nextPrior.set(id, e.previous);
       }
+      for (const c of changes) if (!failed.has(c.record_id)) reported.push(c);
     }
     if (reported.length > 0) await options.onStatusChanged?.(reported);
     return { again, prior: nextPrior };
   }
 
-  async function finish(token: string, touched: ReadonlyMap<string, TouchedRecord>, fresh: ReadonlyMap<string, Pick<RecordDoc, 'status' | 'completed_seq'>>): Promise<void> {
+  async function finish(touched: ReadonlyMap<string, TouchedRecord>, fresh: ReadonlyMap<string, Pick<RecordDoc, 'status' | 'completed_seq'>>): Promise<void> {
     const minOf = ruled(touched);
     if (minOf.size === 0) return;
     const recount = [...minOf.keys()].filter((id) => !fresh.has(id)).sort();
-    let pass = await settle(token, minOf, touched, recount, new Map([...fresh].filter(([id]) => minOf.has(id))), new Map());
-    // Each pass again follows another recount's claim of the same record: it ends when they do.
-    while (pass.again.length > 0) pass = await settle(newToken(), minOf, touched, pass.again.sort(), new Map(), pass.prior);
+    let pass = await settle(minOf, touched, recount, new Map([...fresh].filter(([id]) => minOf.has(id))), new Map());
+    // Each pass again follows responses stored by another worker meanwhile: it ends when they do.
+    while (pass.again.length > 0) pass = await settle(minOf, touched, pass.again.sort(), new Map(), pass.prior);
   }
 
   return {
     round() {
-      const token = newToken();
       // The status each record of the round was given for its insert.
       const given = new Map<string, Pick<RecordDoc, 'status' | 'completed_seq'>>();
       const fieldsOf = (datasetId: string, firstResponseStatus: string, seq: number): Pick<RecordDoc, 'status' | 'completed_seq'> => {
@@ -292,10 +324,10 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
           given.set(recordId, fields);
           return fields;
         },
-        finish: (touched, fresh) => finish(token, touched, new Map([...fresh].flatMap((id) => (given.has(id) ? [[id, given.get(id)!] as const] : [])))),
+        finish: (touched, fresh) => finish(touched, new Map([...fresh].flatMap((id) => (given.has(id) ? [[id, given.get(id)!] as const] : [])))),
       };
     },
     // No write of the caller's completes a record (an erasure only removes responses).
-    recount: (records) => finish(newToken(), new Map([...records].map(([id, datasetId]) => [id, { datasetId, seqs: [] }])), new Map()),
+    recount: (records) => finish(new Map([...records].map(([id, datasetId]) => [id, { datasetId, seqs: [] }])), new Map()),
   };
 }

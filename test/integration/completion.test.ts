@@ -101,15 +101,15 @@ describe('record completion (worker/completion.ts) on the real store', () => {
    * The interleaving the guard is for, made to happen: recount A counts (2 submitted: completed)
    * and its status write is held; meanwhile B stores a later version of one of those responses
    * (a draft) and recounts (1 submitted: pending, as stored, so B writes nothing); then A's write
-   * goes. A counted before B's response and wrote after it: its check after the write finds B's
-   * claim, so A must recount (1 submitted: pending) and write again. Drop that check and the
-   * record ends `completed`.
+   * goes. A counted before B's response and wrote after it: its second read of the responses,
+   * after the write, finds B's draft, so A must recount (1 submitted: pending) and write again.
+   * Drop that check and the record ends `completed`.
    */
   it('a recount that counted before another worker\'s response and writes after that worker\'s recount does not win', async () => {
     const rules = { ruleOf: () => ({ min_submitted: 2 }) };
     await createFeedbackWriter({ db, logger: silentLogger, completion: createCompletionTracker({ db, rules }) }).write([recordWrite(1)]);
     const g = gate();
-    // A's recount's first bulkWrite on the records is its status write (its claim goes to the guards).
+    // A's recount's first bulkWrite on the records is its status write.
     const writerA = createFeedbackWriter({ db, logger: silentLogger, completion: createCompletionTracker({ db: holdingCall(db, COLLECTIONS.records, 'bulkWrite', 1, g.onHeld, g.released), rules }) });
     const writerB = createFeedbackWriter({ db, logger: silentLogger, completion: createCompletionTracker({ db, rules }) });
 
@@ -125,9 +125,10 @@ describe('record completion (worker/completion.ts) on the real store', () => {
   /**
    * The short path of a new record, made to race: A inserts the record (status from its first
    * response alone: pending) and its first response is held; B stores another annotator's
-   * submitted response and recounts (1 submitted: pending, nothing to write); then A's first
-   * response goes. B claimed the record, so A must recount (2 submitted: completed). Trust the
-   * status set at insert whatever the guard says and the record stays `pending`.
+   * submitted response and recounts (1 submitted: pending, nothing to write), and finding no
+   * response of the record's creator, claims its guard; then A's first response goes. B claimed
+   * the record, so A must recount (2 submitted: completed). Trust the status set at insert
+   * whatever the guard says, or claim nothing in B, and the record stays `pending`.
    */
   it("a new record's status set at insert is recounted when another worker's recount took the record over before its first response was stored", async () => {
     const rules = { ruleOf: () => ({ min_submitted: 2 }) };
@@ -142,6 +143,32 @@ describe('record completion (worker/completion.ts) on the real store', () => {
     expect(await statusOf(1), 'after B, which did not see the first response').to.equal('pending');
     g.release();
     await roundA;
+    expect(await statusOf(1)).to.equal('completed');
+  });
+
+  /**
+   * The same race the other way round: B's claim of the new record's guard is held until A's first
+   * response is stored and A has read the guard (unclaimed: A keeps the status it inserted,
+   * pending). B counted before that first response (1 submitted: pending, nothing to write), so
+   * B must read the record's responses again after its claim, find the first one, and recount (2
+   * submitted: completed). Check only the records a recount wrote and the record stays `pending`.
+   */
+  it('a recount that found a new record without its first response reads its responses again, and recounts when that response was stored meanwhile', async () => {
+    const rules = { ruleOf: () => ({ min_submitted: 2 }) };
+    const gA = gate();
+    const gB = gate();
+    const writerA = createFeedbackWriter({ db: holdingCall(db, COLLECTIONS.responses, 'insertMany', 1, gA.onHeld, gA.released), logger: silentLogger, completion: createCompletionTracker({ db, rules }) });
+    // B's recount's first bulkWrite on the guards is its claim of the young record.
+    const writerB = createFeedbackWriter({ db, logger: silentLogger, completion: createCompletionTracker({ db: holdingCall(db, COLLECTIONS.completionGuards, 'bulkWrite', 1, gB.onHeld, gB.released), rules }) });
+    const roundA = writerA.write([recordWrite(1)]);
+    await gA.held;
+    const roundB = writerB.write([responseWrite(1, 1, 1, 'submitted')]);
+    await gB.held;
+    gA.release();
+    await roundA;
+    expect(await statusOf(1), 'A kept the status it inserted').to.equal('pending');
+    gB.release();
+    await roundB;
     expect(await statusOf(1)).to.equal('completed');
   });
 
