@@ -1,7 +1,7 @@
 import type { Db, Filter } from 'mongodb';
 import type { RecordPage, RecordView } from '../shared/answers.js';
 import { byCreation, recordView } from '../shared/views.js';
-import type { RecordDoc, ResponseDoc, SuggestionDoc } from '../shared/documents.js';
+import { WITHOUT_HISTORY, type RecordDoc, type ResponseDoc, type SuggestionDoc } from '../shared/documents.js';
 import { suggestionsOf } from './suggestion-reads.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { encodeCursor, type RecordListing } from './read-query.js';
@@ -86,7 +86,7 @@ export function createRecordReader(options: RecordReaderOptions): RecordReader {
   async function responsesOf(recordIds: readonly string[]): Promise<Map<string, ResponseDoc[]>> {
     const byRecord = new Map<string, ResponseDoc[]>(recordIds.map((id) => [id, []]));
     if (recordIds.length === 0) return byRecord;
-    const docs = await responses.find({ feedback_record_id: { $in: [...recordIds] } }).toArray();
+    const docs = await responses.find({ feedback_record_id: { $in: [...recordIds] } }, { projection: WITHOUT_HISTORY }).toArray();
     for (const doc of docs) byRecord.get(doc.feedback_record_id)?.push(doc);
     for (const list of byRecord.values()) list.sort(byCreation);
     return byRecord;

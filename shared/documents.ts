@@ -66,6 +66,9 @@ export interface ResponseDoc {
   history_has_current?: true;
 }
 
+/** The projection of a read that shows responses, not their versions: `history` can hold 20 or more copies of `values`. */
+export const WITHOUT_HISTORY = { history: 0, history_has_current: 0 } as const;
+
 /** The versions a response's stored one replaced, oldest first, whichever form its `history` has. */
 export function earlierVersions(doc: Pick<ResponseDoc, 'seq' | 'history'>): ResponseVersionDoc[] {
   return (doc.history ?? []).filter((v) => v.seq < doc.seq);

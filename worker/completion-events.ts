@@ -1,5 +1,5 @@
 import type { Db } from 'mongodb';
-import type { RecordDoc, ResponseDoc, SuggestionDoc } from '../shared/documents.js';
+import { WITHOUT_HISTORY, type RecordDoc, type ResponseDoc, type SuggestionDoc } from '../shared/documents.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { fullRecordView } from '../shared/views.js';
 import type { StoredEvent } from '../shared/webhook-events.js';
@@ -28,7 +28,7 @@ export function createCompletionEvents(options: { readonly db: Db; readonly outb
     const ids = [...new Set(wanted.map((c) => c.record_id))];
     const [recordDocs, responseDocs, suggestionDocs] = await Promise.all([
       records.find({ _id: { $in: ids } }, { batchSize: ROUND_READ_BATCH }).toArray(),
-      responses.find({ feedback_record_id: { $in: ids } }, { batchSize: ROUND_READ_BATCH }).toArray(),
+      responses.find({ feedback_record_id: { $in: ids } }, { projection: WITHOUT_HISTORY, batchSize: ROUND_READ_BATCH }).toArray(),
       suggestions.find({ feedback_record_id: { $in: ids } }, { batchSize: ROUND_READ_BATCH }).toArray(),
     ]);
     const byId = new Map(recordDocs.map((d) => [d._id, d]));

@@ -1,5 +1,5 @@
 import type { Db } from 'mongodb';
-import type { RecordDoc, ResponseDoc } from '../shared/documents.js';
+import { WITHOUT_HISTORY, type RecordDoc, type ResponseDoc } from '../shared/documents.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { recordView, responseView } from '../shared/views.js';
 import type { StoredEvent } from '../shared/webhook-events.js';
@@ -63,7 +63,7 @@ export function createRoundEvents(options: { readonly db: Db; readonly outbox: E
         // One read for the round: what an update stored is known only in part (its created_at is the first version's).
         const carrying = round.maybeStored.map((i) => items[i]!).filter(carriesResponse);
         const ids = [...new Set(carrying.map((item) => item.write.response_id))];
-        const stored = new Map((await responses.find({ _id: { $in: ids } }, { batchSize: ROUND_READ_BATCH }).toArray()).map((d) => [d._id, d]));
+        const stored = new Map((await responses.find({ _id: { $in: ids } }, { projection: WITHOUT_HISTORY, batchSize: ROUND_READ_BATCH }).toArray()).map((d) => [d._id, d]));
         for (const item of carrying) {
           const doc = stored.get(item.write.response_id);
           if (doc !== undefined && doc.seq === item.seq) events.push(responseEvent(doc, item.seq));

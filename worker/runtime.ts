@@ -22,7 +22,7 @@ import { createOutboxEraser } from './erasure-outbox.js';
 import { createIdMinter } from '../shared/ids.js';
 import { appKeyPrefix } from '../shared/redis-keys.js';
 import { startWebhooks, type WorkerWebhooks } from './webhooks.js';
-import { createStoreReconnector, probeStore } from './store-reconnect.js';
+import { clientAnswers, createStoreReconnector, probeStore } from './store-reconnect.js';
 
 export interface WorkerRuntime {
   /** The BullMQ worker of shard 0: the only one unless `QUEUE_SHARDS` > 1 (tests inspect it). */
@@ -127,7 +127,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
   writerBusy = () => writer.busy();
   // The store is shared by every shard: when it is down, every shard's queue waits.
   // A client the driver never reconnects gets a new topology (worker/store-reconnect.ts); only our own client.
-  const reconnector = ownMongo ? createStoreReconnector({ client: mongo.client, probe: () => probeStore(config), logger }) : undefined;
+  const reconnector = ownMongo ? createStoreReconnector({ client: mongo.client, probe: () => probeStore(config), clientAnswers: () => clientAnswers(mongo.client, config.mongodbTimeoutMs), logger }) : undefined;
   const pauseQueues = async (ms: number) => {
     await Promise.all(consumers.map((c) => c.queue.rateLimit(ms)));
   };

@@ -4,6 +4,8 @@ import type { Logger } from '../shared/logger.js';
 
 /** How long every store round must have failed before the client is replaced, ms. */
 export const RECONNECT_AFTER_MS = 20_000;
+/** How long the worker's client is given to answer once the store answers (the driver's heartbeat is 10 s), ms. */
+export const CLIENT_ANSWER_WAIT_MS = 12_000;
 /** Between two attempts to connect the new client, ms. */
 const CONNECT_RETRY_MS = 1_000;
 
@@ -35,8 +37,19 @@ export function createStoreReconnector(options: {
    * later connect once hung (CI, 2026-11-26).
    */
   readonly probe: () => Promise<boolean>;
+  /**
+   * Whether the worker's own client answers (a `ping`, bounded in time). Once the store answers,
+   * a client that answers too is left as it is the first time: closing it while the jobs taken
+   * meanwhile run on it once left a store call that never settled and stopped the worker (CI,
+   * 2026-11-26, 'FerretDB stopped 30 s': the client had recovered on its own before it was
+   * closed). Only a client that still fails, or a second full period of failed rounds, gets a
+   * new topology.
+   */
+  readonly clientAnswers: () => Promise<boolean>;
   readonly logger: Logger;
   readonly afterMs?: number;
+  /** How long the worker's client is given to answer once the store does (its monitor notices within a heartbeat), ms. */
+  readonly answerWaitMs?: number;
   readonly now?: () => number;
 }): StoreReconnector {
   const afterMs = options.afterMs ?? RECONNECT_AFTER_MS;
@@ -44,12 +57,30 @@ export function createStoreReconnector(options: {
   let failingSince: number | undefined;
   let running: Promise<void> | undefined;
   let stopped = false;
+  /** The last reconnect found the client answering and left it: the next one replaces it whatever it answers. */
+  let leftAnswering = false;
+
+  /** Whether the client answers, asked every second until `waitMs` has passed (real time). */
+  async function answersWithin(waitMs: number): Promise<boolean> {
+    const until = Date.now() + waitMs;
+    for (;;) {
+      if (await options.clientAnswers().catch(() => false)) return true;
+      if (stopped || Date.now() >= until) return false;
+      await new Promise((r) => setTimeout(r, CONNECT_RETRY_MS).unref());
+    }
+  }
 
   async function reconnect(): Promise<void> {
     options.logger.warn({ failing_for_ms: now() - (failingSince ?? now()) }, 'every store round failed for a while: the MongoDB client gets a new connection pool once the store answers');
     // Until a separate connection reaches the store (an ordinary outage ends).
     while (!stopped && !(await options.probe().catch(() => false))) await new Promise((r) => setTimeout(r, CONNECT_RETRY_MS).unref());
     if (stopped) return;
+    if (!leftAnswering && (await answersWithin(options.answerWaitMs ?? CLIENT_ANSWER_WAIT_MS))) {
+      leftAnswering = true;
+      options.logger.info('the store and the MongoDB client answer again: the client is kept');
+      return;
+    }
+    leftAnswering = false;
     await options.client.close().catch(() => undefined);
     while (!stopped) {
       try {
@@ -76,12 +107,29 @@ export function createStoreReconnector(options: {
     },
     succeeded() {
       failingSince = undefined;
+      leftAnswering = false;
     },
     async close() {
       stopped = true;
       await running;
     },
   };
+}
+
+/** Whether `client` answers a `ping` within `timeoutMs` (a call that never settles counts as no answer). */
+export async function clientAnswers(client: MongoClient, timeoutMs: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs).unref()));
+  const ping = client
+    .db('admin')
+    .command({ ping: 1 }, { timeoutMS: timeoutMs })
+    .then(() => true)
+    .catch(() => false);
+  try {
+    return await Promise.race([ping, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** Whether a new, short-lived client reaches the store (`ping`) within MONGODB_TIMEOUT_MS. */

@@ -26,7 +26,14 @@ const STALLED_RECOVERY_MS = 2 * 2_000;
 const SHUTDOWN_TIMEOUT_MS = 8_000;
 
 async function drained(c: Cluster, timeoutMs: number): Promise<void> {
-  await until(async () => ((await c.pendingJobs()) === 0 ? true : undefined), timeoutMs, 'the queue to drain', 250);
+  try {
+    await until(async () => ((await c.pendingJobs()) === 0 ? true : undefined), timeoutMs, 'the queue to drain', 250);
+  } catch (err) {
+    // Where the jobs are tells a stuck worker (active: a job that never ends) from a worker that stopped taking jobs (waiting).
+    const states = ['waiting', 'active', 'delayed', 'prioritized'] as const;
+    const counts = await Promise.all(states.map(async (s) => `${s} ${await c.queues().count(s).catch(() => Number.NaN)}`));
+    throw new Error(`${(err as Error).message}; jobs: ${counts.join(', ')}`, { cause: err });
+  }
 }
 
 /**

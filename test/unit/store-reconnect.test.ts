@@ -23,6 +23,8 @@ describe('store reconnector: a new MongoDB topology after a long run of failed s
   } as unknown as MongoClient;
   const logger = createLogger({ level: 'silent', name: 'test' });
   const settle = async (ms = 0) => new Promise((r) => setTimeout(r, ms));
+  /** The worker's own client fails too (the state the reconnect is for). */
+  const stuck = () => Promise.resolve(false);
   beforeEach(() => {
     t = 0;
     calls.length = 0;
@@ -30,7 +32,7 @@ describe('store reconnector: a new MongoDB topology after a long run of failed s
   });
 
   it('reconnects once failures have lasted afterMs, not before, and not again while one runs', async () => {
-    const r = createStoreReconnector({ client, probe: () => Promise.resolve(true), logger, afterMs: 20_000, now: () => t });
+    const r = createStoreReconnector({ client, probe: () => Promise.resolve(true), clientAnswers: stuck, answerWaitMs: 0, logger, afterMs: 20_000, now: () => t });
     r.failed();
     t = 19_999;
     r.failed();
@@ -44,7 +46,7 @@ describe('store reconnector: a new MongoDB topology after a long run of failed s
   });
 
   it('a success in between starts the count again', async () => {
-    const r = createStoreReconnector({ client, probe: () => Promise.resolve(true), logger, afterMs: 20_000, now: () => t });
+    const r = createStoreReconnector({ client, probe: () => Promise.resolve(true), clientAnswers: stuck, answerWaitMs: 0, logger, afterMs: 20_000, now: () => t });
     r.failed();
     t = 15_000;
     r.succeeded();
@@ -60,6 +62,43 @@ describe('store reconnector: a new MongoDB topology after a long run of failed s
     await r.close();
   });
 
+  it('keeps a client that answers once the store is back; replaces it after a second full period of failed rounds, and a success in between starts over', async () => {
+    let answers = true;
+    const r = createStoreReconnector({ client, probe: () => Promise.resolve(true), clientAnswers: () => Promise.resolve(answers), answerWaitMs: 0, logger, afterMs: 20_000, now: () => t });
+    r.failed();
+    t = 20_000;
+    r.failed();
+    await settle();
+    expect(calls, 'the client answers: kept').to.deep.equal([]);
+    // Rounds still fail: another full period, and the client is replaced whatever it answers.
+    t = 20_001;
+    r.failed();
+    t = 40_000;
+    r.failed();
+    await settle();
+    expect(calls).to.deep.equal([]);
+    t = 40_001;
+    r.failed();
+    await settle();
+    expect(calls).to.deep.equal(['close', 'connect']);
+    // A round that succeeds starts over: the next outage keeps an answering client again.
+    calls.length = 0;
+    r.succeeded();
+    r.failed();
+    t = 60_001;
+    r.failed();
+    await settle();
+    expect(calls, 'kept again after a success').to.deep.equal([]);
+    answers = false;
+    r.succeeded();
+    r.failed();
+    t = 80_001;
+    r.failed();
+    await settle();
+    expect(calls, 'a client that does not answer is replaced at once').to.deep.equal(['close', 'connect']);
+    await r.close();
+  });
+
   it('closes the client only once a separate connection reaches the store, then connects until it answers', async () => {
     let probes = 0;
     connectFailures = 1;
@@ -67,7 +106,7 @@ describe('store reconnector: a new MongoDB topology after a long run of failed s
       calls.push('probe');
       return Promise.resolve(++probes > 2);
     };
-    const r = createStoreReconnector({ client, probe, logger, afterMs: 1, now: () => t });
+    const r = createStoreReconnector({ client, probe, clientAnswers: stuck, answerWaitMs: 0, logger, afterMs: 1, now: () => t });
     r.failed();
     t = 1;
     r.failed();
