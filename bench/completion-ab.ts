@@ -28,15 +28,10 @@ import { progress, ROOT, STARTED } from './lib/runner.js';
 import { startTestStore } from './lib/services.js';
 import { monitoredClient } from './lib/store-monitor.js';
 import { drainBurst } from './scenarios/worker-drain.js';
+import { wholeNumberArg } from './lib/args.js';
 
 const argv = process.argv.slice(2);
-const num = (name: string, def: number) => {
-  const i = argv.indexOf(name);
-  if (i < 0) return def;
-  const n = Number(argv[i + 1]);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} needs a whole number`);
-  return n;
-};
+const num = (name: string, def: number): number => wholeNumberArg(argv, name, def);
 const WRITES = num('--writes', 10_000);
 const ROUNDS = num('--rounds', 3);
 const JOB_WRITES = num('--job-writes', 200);

@@ -9,9 +9,10 @@ import { COLLECTIONS } from '../shared/mongo.js';
 import { buildSeed, seedDb } from './lib/drain-writes.js';
 import { storeCpuSeconds } from './lib/proc-cpu.js';
 import { startTestStore } from './lib/services.js';
+import { wholeNumberArg } from './lib/args.js';
 
 const argv = process.argv.slice(2);
-const RECORDS = argv.includes('--records') ? Number(argv[argv.indexOf('--records') + 1]) : 10_000;
+const RECORDS = wholeNumberArg(argv, '--records', 10_000);
 const CHUNK = 200;
 
 const store = await startTestStore();

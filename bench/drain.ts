@@ -22,16 +22,11 @@ import { monitoredClient } from './lib/store-monitor.js';
 import { plainInserts, rawBurst } from './scenarios/store-raw.js';
 import { drainBurst } from './scenarios/worker-drain.js';
 import { textbookDrain } from './scenarios/textbook-drain.js';
+import { wholeNumberArg } from './lib/args.js';
 
 const argv = process.argv.slice(2);
 const flag = (name: string) => argv.includes(name);
-const num = (name: string, def: number) => {
-  const i = argv.indexOf(name);
-  if (i < 0) return def;
-  const n = Number(argv[i + 1]);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} needs a whole number`);
-  return n;
-};
+const num = (name: string, def: number): number => wholeNumberArg(argv, name, def, 0);
 if (flag('--help')) {
   process.stdout.write('usage: node --import tsx bench/drain.ts [--writes N] [--seed-docs N] [--rounds N] [--job-writes N] [--quick] [--no-big]\n');
   process.exit(0);

@@ -13,12 +13,10 @@ import { ensureIndexes } from '../worker/indexes.js';
 import { responseUpdateWithHistory } from '../worker/response-history.js';
 import { storeCpuSeconds } from './lib/proc-cpu.js';
 import { startTestStore } from './lib/services.js';
+import { wholeNumberArg } from './lib/args.js';
 
 const argv = process.argv.slice(2);
-const num = (name: string, def: number): number => {
-  const i = argv.indexOf(name);
-  return i < 0 ? def : Number(argv[i + 1]);
-};
+const num = (name: string, def: number): number => wholeNumberArg(argv, name, def);
 const DOCS = num('--docs', 10_000);
 const PASSES = num('--passes', 3);
 const ROUNDS = num('--rounds', 2);

@@ -21,12 +21,10 @@ import { startTestStore } from './lib/services.js';
 import { monitoredClient } from './lib/store-monitor.js';
 import { storeCpuSeconds } from './lib/proc-cpu.js';
 import { createSeedIndexes } from './lib/seed-indexes.js';
+import { wholeNumberArg } from './lib/args.js';
 
 const argv = process.argv.slice(2);
-const num = (name: string, def: number) => {
-  const i = argv.indexOf(name);
-  return i < 0 ? def : Number(argv[i + 1]);
-};
+const num = (name: string, def: number): number => wholeNumberArg(argv, name, def, 0);
 const RECORDS = num('--records', 100_000);
 const CALLS = num('--calls', 5);
 const POLL_S = num('--poll', 60);

@@ -29,15 +29,10 @@ import { STORE_BACKEND } from './lib/services.js';
 import { createSeedIndexes } from './lib/seed-indexes.js';
 import { storeCpuSeconds } from './lib/proc-cpu.js';
 import { treeCpuSeconds } from './lib/procs.js';
+import { wholeNumberArg } from './lib/args.js';
 
 const argv = process.argv.slice(2);
-const num = (name: string, def: number): number => {
-  const i = argv.indexOf(name);
-  if (i < 0) return def;
-  const n = Number(argv[i + 1]);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} needs a positive whole number`);
-  return n;
-};
+const num = (name: string, def: number): number => wholeNumberArg(argv, name, def);
 if (argv.includes('--help')) {
   process.stdout.write('usage: npm run bench:reads -- [--records N (1000000)] [--dataset-records N (1000)] [--calls N (30)] [--raw-plans] [--indexes-after] [--unique]\n');
   process.exit(0);

@@ -21,15 +21,10 @@ import { startTestStore } from './lib/services.js';
 import { storeCpuSeconds } from './lib/proc-cpu.js';
 import { countsText, monitoredClient, sumCounts } from './lib/store-monitor.js';
 import { drainBurst } from './scenarios/worker-drain.js';
+import { wholeNumberArg } from './lib/args.js';
 
 const argv = process.argv.slice(2);
-const num = (name: string, def: number) => {
-  const i = argv.indexOf(name);
-  if (i < 0) return def;
-  const n = Number(argv[i + 1]);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} needs a whole number`);
-  return n;
-};
+const num = (name: string, def: number): number => wholeNumberArg(argv, name, def);
 const WRITES = num('--writes', 10_000);
 const ROUNDS = num('--rounds', 3);
 const BASE_DOCS = 10_000;

@@ -1,8 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import type { AnyBulkWriteOperation, Db } from 'mongodb';
 import type { RecordDoc, RecordStatus, ResponseDoc } from '../shared/documents.js';
 import { COLLECTIONS } from '../shared/mongo.js';
-import { outcomesOfBulkError } from './bulk-errors.js';
+import { createCompletionGuards } from './completion-guards.js';
 import type { CompletionRules } from './completion-rules.js';
 import { storeCall } from './errors.js';
 import { ROUND_READ_BATCH } from './store-chunks.js';
@@ -49,8 +48,8 @@ export interface CompletionRound {
    * round's writes to it). `fresh` are records this round inserted whose only response in the
    * round is their first one, which it inserted too: their status from {@link newRecordFields}
    * stands unless another worker's recount claimed the record meanwhile (then they are recounted).
-   * Only a recount writes a status, after claiming the record, so an unclaimed fresh record still
-   * has the status this round gave it: it is not read back.
+   * A recount that could have counted one without its first response claims it, so an unclaimed
+   * fresh record still has the status this round gave it: it is not read back.
    */
   finish(touched: ReadonlyMap<string, TouchedRecord>, fresh: ReadonlySet<string>): Promise<void>;
 }
@@ -86,12 +85,6 @@ export interface CompletionTrackerOptions {
   readonly onCompleting?: (completions: readonly RecordCompletion[]) => Promise<void>;
 }
 
-
-/** The owner of a record's status (`feedback_completion_guards`): the token of the last recount that claimed it. */
-interface GuardDoc {
-  _id: string;
-  token: string;
-}
 
 /**
  * A record's `status` under its dataset's completion rule (`completed` once `min_submitted`
@@ -150,9 +143,7 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
   const { db, rules } = options;
   const records = db.collection<RecordDoc>(COLLECTIONS.records);
   const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
-  const guards = db.collection<GuardDoc>(COLLECTIONS.completionGuards);
-
-  const newToken = () => randomBytes(12).toString('base64url');
+  const guards = createCompletionGuards(db);
 
   /** The records of `touched` under a rule, with the rule's minimum. */
   function ruled(touched: ReadonlyMap<string, TouchedRecord>): Map<string, number> {
@@ -162,30 +153,6 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
       if (rule !== undefined) minOf.set(recordId, rule.min_submitted);
     }
     return minOf;
-  }
-
-  /**
-   * A young record's claim (see above): `token` owns the status of `ids` (sorted, so that concurrent claims lock guards in the
-   * same order: no deadlock, see updates.ts). Single updates in one command: one `updateMany` of
-   * them costs the stand-in's store about 0.6× the CPU, but locks the guards in the order it finds
-   * them, and two rounds claiming the same records then deadlocked (PostgreSQL breaks a deadlock
-   * after a second; measured with bench/completion-ab.ts, 2026-11-26).
-   */
-  async function claim(token: string, ids: readonly string[]): Promise<void> {
-    let open = ids;
-    while (open.length > 0) {
-      const ops = open.map((_id) => ({ updateOne: { filter: { _id }, update: { $set: { token } }, upsert: true } }));
-      try {
-        await storeCall(() => guards.bulkWrite(ops, { ordered: false }));
-        return;
-      } catch (err) {
-        // Two recounts creating a record's guard at once: one insert loses on the unique _id. The
-        // guard exists now, so that claim goes through as an update when repeated.
-        const outcomes = outcomesOfBulkError(err, ops.length, { applied: (r) => r.matchedCount + r.upsertedCount, ok: 'ok', failed: (code) => (code === 11000 ? 'again' : 'refused') });
-        if (outcomes === undefined || outcomes.includes('refused')) throw err;
-        open = open.filter((_, k) => outcomes[k] === 'again');
-      }
-    }
   }
 
   /** Per record, its submitted responses (how many, the newest order) and the annotators who answered it. */
@@ -225,19 +192,17 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
    * status read).
    */
   async function settle(minOf: ReadonlyMap<string, number>, touched: ReadonlyMap<string, TouchedRecord>, recount: readonly string[], fresh: ReadonlyMap<string, Pick<RecordDoc, 'status' | 'completed_seq'>>, prior: ReadonlyMap<string, RecordStatus>): Promise<{ again: string[]; prior: Map<string, RecordStatus> }> {
-    const [read, submitted, claimed] = await Promise.all([
+    const [read, submitted, claimedFresh] = await Promise.all([
       recount.length === 0 ? Promise.resolve([]) : storeCall(() => records.find({ _id: { $in: [...recount] } }, { projection: { status: 1, completed_seq: 1, creator_user_id: 1 }, batchSize: ROUND_READ_BATCH }).toArray()),
       tally(recount),
-      fresh.size === 0 ? Promise.resolve([]) : storeCall(() => guards.find({ _id: { $in: [...fresh.keys()] } }, { projection: { _id: 1 }, batchSize: ROUND_READ_BATCH }).toArray()),
+      guards.claimed([...fresh.keys()]),
     ]);
     // Young: no response of its creator is stored, so its first one may still be on its way, in the
     // round that inserted it, which then reads the guard instead of recounting (see above).
     const young = new Set(read.filter((d) => d.creator_user_id !== undefined && submitted.get(d._id)?.users.has(d.creator_user_id) !== true).map((d) => d._id));
-    if (young.size > 0) await claim(newToken(), [...young].sort());
+    if (young.size > 0) await guards.claim([...young]);
     // Fresh records as this round inserted them, then those read.
     const held: Pick<RecordDoc, '_id' | 'status' | 'completed_seq'>[] = [...[...fresh].map(([_id, fields]) => ({ _id, ...fields })), ...read];
-    const isFresh = fresh;
-    const claimedFresh = new Set(claimed.map((g) => g._id));
     const changes: RecordStatusChange[] = [];
     const reported: RecordStatusChange[] = [];
     const completions: RecordCompletion[] = [];
@@ -246,7 +211,7 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
     const expected = new Map<string, { status: RecordStatus; previous: RecordStatus }>();
     for (const doc of held) {
       const { datasetId, seqs } = touched.get(doc._id)!;
-      if (isFresh.has(doc._id)) {
+      if (fresh.has(doc._id)) {
         // Another recount claimed it: its status was set from its first response alone, which that recount may not have seen.
         if (claimedFresh.has(doc._id)) again.push(doc._id);
         else if (doc.status === 'completed' && doc.completed_seq !== undefined) {

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { MongoClient } from 'mongodb';
 import { createLogger } from '../../shared/logger.js';
-import { createStoreReconnector } from '../../worker/store-reconnect.js';
+import { createStoreReconnector, type StoreReconnector } from '../../worker/store-reconnect.js';
 
 describe('store reconnector: a new MongoDB topology after a long run of failed store rounds', () => {
   let t: number;
@@ -31,8 +31,18 @@ describe('store reconnector: a new MongoDB topology after a long run of failed s
     connectFailures = 0;
   });
 
+  /** A reconnector on the fake client and clock, afterMs 20 s: the store answers, the worker's client does not, unless overridden. */
+  const reconnector = (over: Partial<Parameters<typeof createStoreReconnector>[0]> = {}) =>
+    createStoreReconnector({ client, probe: () => Promise.resolve(true), clientAnswers: stuck, answerWaitMs: 0, logger, afterMs: 20_000, now: () => t, ...over });
+  /** A store round fails at `ms` on the fake clock; then the reconnect it started, if any, has run. */
+  const failAt = async (r: StoreReconnector, ms: number) => {
+    t = ms;
+    r.failed();
+    await settle();
+  };
+
   it('reconnects once failures have lasted afterMs, not before, and not again while one runs', async () => {
-    const r = createStoreReconnector({ client, probe: () => Promise.resolve(true), clientAnswers: stuck, answerWaitMs: 0, logger, afterMs: 20_000, now: () => t });
+    const r = reconnector();
     r.failed();
     t = 19_999;
     r.failed();
@@ -46,55 +56,40 @@ describe('store reconnector: a new MongoDB topology after a long run of failed s
   });
 
   it('a success in between starts the count again', async () => {
-    const r = createStoreReconnector({ client, probe: () => Promise.resolve(true), clientAnswers: stuck, answerWaitMs: 0, logger, afterMs: 20_000, now: () => t });
+    const r = reconnector();
     r.failed();
     t = 15_000;
     r.succeeded();
     r.failed();
-    t = 30_000;
-    r.failed();
-    await settle();
+    await failAt(r, 30_000);
     expect(calls).to.deep.equal([]);
-    t = 35_000;
-    r.failed();
-    await settle();
+    await failAt(r, 35_000);
     expect(calls).to.deep.equal(['close', 'connect']);
     await r.close();
   });
 
   it('keeps a client that answers once the store is back; replaces it after a second full period of failed rounds, and a success in between starts over', async () => {
     let answers = true;
-    const r = createStoreReconnector({ client, probe: () => Promise.resolve(true), clientAnswers: () => Promise.resolve(answers), answerWaitMs: 0, logger, afterMs: 20_000, now: () => t });
+    const r = reconnector({ clientAnswers: () => Promise.resolve(answers) });
     r.failed();
-    t = 20_000;
-    r.failed();
-    await settle();
+    await failAt(r, 20_000);
     expect(calls, 'the client answers: kept').to.deep.equal([]);
     // Rounds still fail: another full period, and the client is replaced whatever it answers.
-    t = 20_001;
-    r.failed();
-    t = 40_000;
-    r.failed();
-    await settle();
+    await failAt(r, 20_001);
+    await failAt(r, 40_000);
     expect(calls).to.deep.equal([]);
-    t = 40_001;
-    r.failed();
-    await settle();
+    await failAt(r, 40_001);
     expect(calls).to.deep.equal(['close', 'connect']);
     // A round that succeeds starts over: the next outage keeps an answering client again.
     calls.length = 0;
     r.succeeded();
     r.failed();
-    t = 60_001;
-    r.failed();
-    await settle();
+    await failAt(r, 60_001);
     expect(calls, 'kept again after a success').to.deep.equal([]);
     answers = false;
     r.succeeded();
     r.failed();
-    t = 80_001;
-    r.failed();
-    await settle();
+    await failAt(r, 80_001);
     expect(calls, 'a client that does not answer is replaced at once').to.deep.equal(['close', 'connect']);
     await r.close();
   });
@@ -106,7 +101,7 @@ describe('store reconnector: a new MongoDB topology after a long run of failed s
       calls.push('probe');
       return Promise.resolve(++probes > 2);
     };
-    const r = createStoreReconnector({ client, probe, clientAnswers: stuck, answerWaitMs: 0, logger, afterMs: 1, now: () => t });
+    const r = reconnector({ probe, afterMs: 1 });
     r.failed();
     t = 1;
     r.failed();
