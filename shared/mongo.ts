@@ -19,6 +19,12 @@ export const COLLECTIONS = {
   webhookEndpoints: 'webhook_endpoints',
   /** Webhook events waiting for, or done with, their delivery: one document per (endpoint, event). */
   webhookOutbox: 'webhook_outbox',
+  /**
+   * Webhook events as store rounds append them: one document per (endpoint, append), holding its
+   * events in order, moved into `webhook_outbox` a few hundred at a time as deliveries need them
+   * (worker/webhook-fan-out.ts).
+   */
+  webhookBatches: 'webhook_batches',
   /** The completion recount that owns each record's status now, by record id (worker/completion.ts). */
   completionGuards: 'feedback_completion_guards',
 } as const;

@@ -64,6 +64,14 @@ export function webhookQueue(config: Pick<Config, 'redisKeyPrefix' | 'queueName'
 }
 
 /**
+ * The lock of the webhook fan-out (shared/webhook-fan-out-lock.ts): held by the one worker process
+ * moving events from `webhook_batches` into `webhook_outbox`, and by an erasure removing events.
+ */
+export function webhookFanOutLockKey(config: Pick<Config, 'redisKeyPrefix' | 'queueName'>): string {
+  return `${appKeyPrefix(config)}:webhook-fan-out`;
+}
+
+/**
  * The hash of an endpoint's deliveries in flight (shared/webhook-leases.ts): one field per record
  * with a delivery job in the delivery queue. One key per endpoint, used by single-key commands only.
  */

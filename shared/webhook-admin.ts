@@ -5,7 +5,7 @@ import { COLLECTIONS } from './mongo.js';
 import { DatasetId, queryLimit } from './schemas.js';
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from './webhook-events.js';
 import type { DeliveryLeases } from './webhook-leases.js';
-import { DELIVERY_STATUSES, pendingOrder, type DeliveryDoc, type DeliveryStatus } from './webhook-outbox.js';
+import { DELIVERY_STATUSES, pendingOrder, type BatchDoc, type DeliveryDoc, type DeliveryStatus } from './webhook-outbox.js';
 
 /*
  * Webhook endpoints and their deliveries in MongoDB: the one implementation behind
@@ -152,6 +152,7 @@ function deliveryView(doc: DeliveryDoc): DeliveryView {
 export function createWebhookAdmin(options: { readonly db: Db; readonly leases?: DeliveryLeases }): WebhookAdmin {
   const endpoints = options.db.collection<WebhookEndpointDoc>(COLLECTIONS.webhookEndpoints);
   const outbox = options.db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox);
+  const batches = options.db.collection<BatchDoc>(COLLECTIONS.webhookBatches);
 
   async function counts(ids: readonly string[]): Promise<Map<string, WebhookEndpointView['deliveries']>> {
     const byEndpoint = new Map(ids.map((id) => [id, Object.fromEntries(SUMMARY_STATUSES.map((s) => [s, 0])) as WebhookEndpointView['deliveries']]));
@@ -160,6 +161,12 @@ export function createWebhookAdmin(options: { readonly db: Db; readonly leases?:
     for (const row of rows) {
       const c = byEndpoint.get(row._id.e);
       if (c !== undefined && (SUMMARY_STATUSES as readonly string[]).includes(row._id.s)) c[row._id.s as (typeof SUMMARY_STATUSES)[number]] = row.n;
+    }
+    // Events not yet moved from their batches into the outbox (worker/webhook-fan-out.ts) are pending.
+    const batched = await batches.aggregate<{ _id: string; n: number }>([{ $match: { endpoint_id: { $in: [...ids] } } }, { $group: { _id: '$endpoint_id', n: { $sum: { $size: '$events' } } } }]).toArray();
+    for (const row of batched) {
+      const c = byEndpoint.get(row._id);
+      if (c !== undefined) c.pending += row.n;
     }
     if (options.leases !== undefined) {
       for (const [e, n] of await options.leases.counts(ids)) {
@@ -199,6 +206,7 @@ export function createWebhookAdmin(options: { readonly db: Db; readonly leases?:
       const r = await endpoints.deleteOne({ _id: id });
       if (r.deletedCount === 0) return false;
       await outbox.deleteMany({ endpoint_id: id });
+      await batches.deleteMany({ endpoint_id: id });
       return true;
     },
     async deliveries(id, query) {

@@ -72,3 +72,30 @@ export function pendingOrder(endpointId: string, seq: number, rank: number): str
 export function endpointRange(endpointId: string): { $gte: string; $lt: string } {
   return { $gte: `${endpointId}|`, $lt: `${endpointId}}` };
 }
+
+/**
+ * An event as a store round appends it (in a {@link BatchDoc}): what its {@link DeliveryDoc} is
+ * made of when the fan-out moves it into the outbox (worker/webhook-fan-out.ts).
+ */
+export type BatchedEvent = Pick<DeliveryDoc, '_id' | 'event_id' | 'event_type' | 'key' | 'seq' | 'rank' | 'dataset_id' | 'body'> & { readonly subject_id: string };
+
+/**
+ * Events appended for one endpoint by one append (a store round, an erasure's removal, a
+ * completion), in their order (`webhook_batches`). One document instead of one per event: the
+ * store prices a document by its index entries and its fields far more than by its bytes, so a
+ * round's events cost it about a third as much this way (docs/webhooks.md#speed).
+ */
+export interface BatchDoc {
+  /** `<endpoint>.<o>`: unique without a read. */
+  _id: string;
+  endpoint_id: string;
+  /** `<endpoint>|<ms>|<process>|<n>` ({@link batchOrder}): the order the fan-out moves batches in, the order in which this process appended them. */
+  o: string;
+  events: BatchedEvent[];
+  created_at: Date;
+}
+
+/** The value of {@link BatchDoc.o}: by time of append (ms, never decreasing within a process), then by the process's own count. */
+export function batchOrder(endpointId: string, ms: number, processId: string, n: number): string {
+  return `${endpointId}|${String(ms).padStart(15, '0')}|${processId}|${String(n).padStart(12, '0')}`;
+}

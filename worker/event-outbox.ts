@@ -1,17 +1,28 @@
+import { randomBytes } from 'node:crypto';
 import type { Db } from 'mongodb';
 import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
-import { deliveryId, pendingOrder, recordKey, type DeliveryDoc } from '../shared/webhook-outbox.js';
+import { batchOrder, deliveryId, type BatchDoc, type BatchedEvent } from '../shared/webhook-outbox.js';
 import { EVENT_RANK, eventBody, eventId, type StoredEvent, type WebhookEventType } from '../shared/webhook-events.js';
-import { insertNew, type InsertOutcome } from './inserts.js';
-import { STORE_CHUNK_DOCS } from './store-chunks.js';
+import { STORE_MAX_DOCUMENT_BYTES } from './document-size.js';
+import { storeCall } from './errors.js';
 import type { WebhookSubscriptions } from './webhook-subscriptions.js';
 
+/** Events per batch document at most: a fan-out moves one batch at a time, so this is how far ahead of the deliveries it may run. */
+export const BATCH_EVENTS = 500;
+/** Bytes of event bodies per batch document at most: well within the store's 16 MiB, so that a batch is never refused for its size. */
+export const BATCH_BODY_BYTES = 8 * 1024 * 1024;
+/** A body larger than this is refused alone (it would not fit a document of the store with its fields). */
+const MAX_BODY_BYTES = STORE_MAX_DOCUMENT_BYTES - 64 * 1024;
+/** What a batched event costs its batch besides the body (ids, type, order). */
+const EVENT_OVERHEAD_BYTES = 300;
+
 /**
- * The outbox of webhook events (`webhook_outbox`): one document per (endpoint, event), written by
- * the store round that stored what the event describes, before its jobs complete. Deliveries
- * wait here, in MongoDB, not in Redis (worker/webhook-dispatcher.ts moves a bounded few at a time
- * to the delivery queue).
+ * The outbox of webhook events. A store round (an erasure's removal, a completion) appends its
+ * events as one batch document per endpoint (`webhook_batches`, shared/webhook-outbox.ts
+ * BatchDoc), before its jobs complete; the fan-out (worker/webhook-fan-out.ts) moves them into
+ * `webhook_outbox`, one document per (endpoint, event), a few hundred ahead of the deliveries.
+ * Deliveries wait in MongoDB, not in Redis.
  */
 export interface EventOutbox {
   /** True when some endpoint is subscribed; producers skip building events otherwise. */
@@ -19,8 +30,10 @@ export interface EventOutbox {
   /** True when some endpoint takes events of this type and dataset: a producer that must read to build one asks first. */
   subscribed(type: WebhookEventType, datasetId: string): boolean;
   /**
-   * Adds the events for every endpoint subscribed to them. An event already there (the same id:
-   * a job run twice) is kept as it is. Throws TransientStoreError when MongoDB is unreachable, so
+   * Adds the events for every endpoint subscribed to them. Appends of one process are stored one
+   * after another, in the order they were called, and the fan-out moves them in that order. An
+   * event appended again (the same id: a job run twice) is delivered once unless its first copy
+   * was already delivered and pruned. Throws TransientStoreError when MongoDB is unreachable, so
    * that the caller's round is retried.
    */
   append(events: readonly StoredEvent[]): Promise<void>;
@@ -35,62 +48,78 @@ export function createEventOutbox(options: {
   /** Counts deliveries added and refused, by endpoint. */
   readonly onOutcome?: (endpointId: string, outcome: 'appended' | 'append_rejected', n: number) => void;
 }): EventOutbox {
-  const col = options.db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox);
+  const col = options.db.collection<BatchDoc>(COLLECTIONS.webhookBatches);
+  const processId = randomBytes(6).toString('hex');
+  let lastMs = 0;
+  let count = 0;
+  // Appends of this process, one after another: a batch is in the store before the next one is
+  // given its order, so the fan-out can never move a later batch of this process before an earlier.
+  let turn: Promise<unknown> = Promise.resolve();
+
+  function batches(events: readonly StoredEvent[]): { docs: Omit<BatchDoc, '_id' | 'o' | 'created_at'>[]; rejected: Map<string, number> } {
+    const byEndpoint = new Map<string, BatchedEvent[]>();
+    const rejected = new Map<string, number>();
+    // In the dispatcher's order, (seq, rank): a record's later event never goes before an earlier one.
+    for (const event of [...events].sort((a, b) => a.seq - b.seq || EVENT_RANK[a.type] - EVENT_RANK[b.type])) {
+      const endpoints = options.subscriptions.matching(event.type, event.datasetId);
+      if (endpoints.length === 0) continue;
+      const id = eventId(event);
+      const body = eventBody(event);
+      if (Buffer.byteLength(body) > MAX_BODY_BYTES) {
+        // Only an event MongoDB cannot hold: the write itself is stored.
+        for (const endpoint of endpoints) rejected.set(endpoint._id, (rejected.get(endpoint._id) ?? 0) + 1);
+        options.logger.error({ event_id: id, bytes: Buffer.byteLength(body) }, 'webhook event larger than the store holds; not delivered');
+        continue;
+      }
+      for (const endpoint of endpoints) {
+        const list = byEndpoint.get(endpoint._id) ?? [];
+        list.push({ _id: deliveryId(endpoint._id, id), event_id: id, event_type: event.type, key: event.recordId, subject_id: event.subjectId, seq: event.seq, rank: EVENT_RANK[event.type], dataset_id: event.datasetId, body });
+        byEndpoint.set(endpoint._id, list);
+      }
+    }
+    const docs: Omit<BatchDoc, '_id' | 'o' | 'created_at'>[] = [];
+    for (const [endpointId, list] of byEndpoint) {
+      let current: BatchedEvent[] = [];
+      let bytes = 0;
+      for (const e of list) {
+        const size = Buffer.byteLength(e.body) + EVENT_OVERHEAD_BYTES;
+        if (current.length > 0 && (current.length >= BATCH_EVENTS || bytes + size > BATCH_BODY_BYTES)) {
+          docs.push({ endpoint_id: endpointId, events: current });
+          current = [];
+          bytes = 0;
+        }
+        current.push(e);
+        bytes += size;
+      }
+      if (current.length > 0) docs.push({ endpoint_id: endpointId, events: current });
+    }
+    return { docs, rejected };
+  }
+
+  async function store(docs: readonly Omit<BatchDoc, '_id' | 'o' | 'created_at'>[]): Promise<void> {
+    const now = new Date();
+    lastMs = Math.max(lastMs, now.getTime());
+    const full: BatchDoc[] = docs.map((d) => {
+      const o = batchOrder(d.endpoint_id, lastMs, processId, count++);
+      return { _id: `${d.endpoint_id}.${o.slice(d.endpoint_id.length + 1).replaceAll('|', '.')}`, o, endpoint_id: d.endpoint_id, events: d.events, created_at: now };
+    });
+    // Ordered: a fan-out reading meanwhile sees a prefix of them, never a later one without an earlier.
+    // A retry after a partial failure appends them again under new ids: the fan-out keeps each event once.
+    await storeCall(() => col.insertMany(full, { ordered: true }));
+  }
+
   return {
     active: () => options.subscriptions.any(),
     subscribed: (type, datasetId) => options.subscriptions.matching(type, datasetId).length > 0,
     async append(events) {
       if (events.length === 0 || !options.subscriptions.any()) return;
-      const now = new Date();
-      const docs: DeliveryDoc[] = [];
-      for (const event of events) {
-        const endpoints = options.subscriptions.matching(event.type, event.datasetId);
-        if (endpoints.length === 0) continue;
-        const id = eventId(event);
-        const body = eventBody(event);
-        for (const endpoint of endpoints) {
-          docs.push({
-            _id: deliveryId(endpoint._id, id),
-            endpoint_id: endpoint._id,
-            event_id: id,
-            event_type: event.type,
-            key: event.recordId,
-            k: recordKey(endpoint._id, event.recordId),
-            q: pendingOrder(endpoint._id, event.seq, EVENT_RANK[event.type]),
-            subject_id: event.subjectId,
-            seq: event.seq,
-            rank: EVENT_RANK[event.type],
-            dataset_id: event.datasetId,
-            body,
-            status: 'pending',
-            attempts: 0,
-            created_at: now,
-            updated_at: now,
-          });
-        }
-      }
-      if (docs.length === 0) return;
-      // In the dispatcher's order, (seq, rank), one command after another: the dispatcher sends a
-      // record's earliest pending event and drops one older than an event of the record already
-      // delivered, so a later event of a record must never become visible before an earlier one.
-      // Commands run at once (insertNew's chunks) let a record's response.created land before its
-      // record.created, which was then superseded and never sent (50 of 10,000 records in a bench
-      // burst, 2026-11-26).
-      docs.sort((a, b) => a.seq - b.seq || a.rank - b.rank);
-      const outcomes: InsertOutcome[] = [];
-      for (let i = 0; i < docs.length; i += STORE_CHUNK_DOCS) outcomes.push(...(await insertNew(col, docs.slice(i, i + STORE_CHUNK_DOCS))));
-      const rejected = new Map<string, number>();
-      outcomes.forEach((o, i) => {
-        if (o.kind !== 'rejected') return;
-        // Only a document MongoDB cannot hold (an event larger than 16 MiB): the write itself is stored.
-        const doc = docs[i]!;
-        rejected.set(doc.endpoint_id, (rejected.get(doc.endpoint_id) ?? 0) + 1);
-        options.logger.error({ event_id: doc.event_id, endpoint_id: doc.endpoint_id, err: o.error }, 'webhook event refused by the store; not delivered');
-      });
-      const appended = new Map<string, number>();
-      for (const d of docs) appended.set(d.endpoint_id, (appended.get(d.endpoint_id) ?? 0) + 1);
-      for (const [endpoint, n] of appended) options.onOutcome?.(endpoint, 'appended', n - (rejected.get(endpoint) ?? 0));
+      const { docs, rejected } = batches(events);
       for (const [endpoint, n] of rejected) options.onOutcome?.(endpoint, 'append_rejected', n);
+      if (docs.length === 0) return;
+      const mine = turn.then(() => store(docs));
+      turn = mine.catch(() => undefined);
+      await mine;
+      for (const d of docs) options.onOutcome?.(d.endpoint_id, 'appended', d.events.length);
       options.onAppended?.();
     },
   };

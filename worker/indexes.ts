@@ -33,6 +33,8 @@ export const WORKER_INDEXES: readonly { readonly collection: string; readonly in
   { collection: COLLECTIONS.webhookOutbox, index: { key: { k: 1 }, name: 'endpoint_record' } },
   { collection: COLLECTIONS.webhookOutbox, index: { key: { q: 1 }, name: 'pending_order', sparse: true } },
   { collection: COLLECTIONS.webhookOutbox, index: { key: { f: 1 }, name: 'in_flight', sparse: true } },
+  // Event batches (shared/webhook-outbox.ts BatchDoc), moved into the outbox in this order per endpoint.
+  { collection: COLLECTIONS.webhookBatches, index: { key: { o: 1 }, name: 'batch_order' } },
 ];
 
 /** An index the store refuses for good (options conflicting with an existing index of that name…). */

@@ -110,7 +110,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
   // completion is counted again (a submitted response erased may take a record back to pending),
   // then the caller is told (options.onErased).
   // The outbox's events that carry the erased data go before the data does (worker/erasure-outbox.ts).
-  const outboxEraser = createOutboxEraser(primaryDb(mongo));
+  const outboxEraser = createOutboxEraser(primaryDb(mongo), webhooks.fanOutLock);
   const erasureHooks: ErasureHooks = {
     removing: async (removing) => {
       await webhooks.erasedResponses(removing);

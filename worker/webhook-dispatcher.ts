@@ -5,6 +5,7 @@ import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { endpointRange, pendingOrder, recordKey, type DeliveryDoc } from '../shared/webhook-outbox.js';
 import type { DeliveryLeases } from '../shared/webhook-leases.js';
+import type { WebhookFanOut } from './webhook-fan-out.js';
 import type { WebhookSubscriptions } from './webhook-subscriptions.js';
 
 /**
@@ -61,6 +62,8 @@ export function createWebhookDispatcher(options: {
   readonly queue: Queue<DeliveryJobData>;
   readonly subscriptions: WebhookSubscriptions;
   readonly leases: DeliveryLeases;
+  /** Moves events from their batches into the outbox as the dispatcher needs them; absent: only the outbox's events are dispatched. */
+  readonly fanOut?: WebhookFanOut;
   readonly logger: Logger;
   readonly maxInFlight: number;
   /** True while the worker's writer works through a backlog: deliveries keep to {@link IN_FLIGHT_WHILE_WRITING} per endpoint meanwhile. */
@@ -87,7 +90,10 @@ export function createWebhookDispatcher(options: {
     // store as much as the backlog is long. In the order they were stored, which is near enough to
     // oldest first; the order that matters, a record's, is taken from the record's own deliveries below.
     const size = Math.max(100, free * 4) + leased.size;
-    const page = await outbox.find({ q: endpointRange(endpointId) }, { projection: { _id: 1, key: 1 } }).limit(size).batchSize(size).toArray();
+    const scan = () => outbox.find({ q: endpointRange(endpointId) }, { projection: { _id: 1, key: 1 } }).limit(size).batchSize(size).toArray();
+    let page = await scan();
+    // Events still in their batches (worker/webhook-fan-out.ts) come into the outbox as the scan runs short of them.
+    if (page.length < size && options.fanOut !== undefined && (await options.fanOut.move(endpointId, size - page.length)) > 0) page = await scan();
     // A record with a delivery in flight waits for it: its next one is picked once the lease is released.
     // At most twice as many as can go: the query below costs the store about 0.1 ms a record.
     const records = [...new Set(page.map((p) => p.key))].filter((key) => !leased.has(key)).slice(0, free * 2);

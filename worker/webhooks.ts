@@ -4,17 +4,19 @@ import { Counter, type Registry } from 'prom-client';
 import type { Config } from '../shared/config.js';
 import type { Logger } from '../shared/logger.js';
 import type { RedisClient } from '../shared/redis.js';
-import { webhookLeaseKey, webhookQueue } from '../shared/redis-keys.js';
+import { webhookFanOutLockKey, webhookLeaseKey, webhookQueue } from '../shared/redis-keys.js';
 import { createDeliveryLeases } from '../shared/webhook-leases.js';
 import type { RecordCompletion } from './completion.js';
 import { createCompletionEvents } from './completion-events.js';
 import type { OnErased } from './erasure-guard.js';
 import { createErasureEvents } from './erasure-events.js';
 import { createEventOutbox, type EventOutbox } from './event-outbox.js';
+import { createFanOutLock, type FanOutLock } from './fan-out-lock.js';
 import { upgradeOutbox } from './outbox-upgrade.js';
 import { createRoundEvents, type RoundEvents } from './round-events.js';
 import { createDeliveryProcessor, createSendLimit, deliveryBackoffMs, type DeliveryOutcome } from './webhook-delivery.js';
 import { createWebhookDispatcher, type DeliveryJobData, type WebhookDispatcher } from './webhook-dispatcher.js';
+import { createWebhookFanOut } from './webhook-fan-out.js';
 import { createWebhookSubscriptions, type WebhookSubscriptions } from './webhook-subscriptions.js';
 
 /** The worker's webhook side: the outbox its store rounds append to, the dispatcher and the delivery queue's worker. */
@@ -27,6 +29,8 @@ export interface WorkerWebhooks {
   readonly completedRecords: (completions: readonly RecordCompletion[]) => Promise<void>;
   /** The outbox every event goes through. */
   readonly outbox: EventOutbox;
+  /** Held while events move from their batches into the outbox: an erasure removing events takes it too (worker/erasure-outbox.ts). */
+  readonly fanOutLock: FanOutLock;
   readonly dispatcher: WebhookDispatcher;
   readonly subscriptions: WebhookSubscriptions;
   readonly queue: Queue<DeliveryJobData>;
@@ -56,11 +60,13 @@ export async function startWebhooks(config: Config, deps: { readonly db: Db; rea
   const queue = new Queue<DeliveryJobData>(name, { connection: deps.redis, prefix });
   queue.on('error', (err) => logger.debug({ err: err.message }, 'webhook queue error'));
   const leases = createDeliveryLeases({ redis: deps.redis, key: (endpointId) => webhookLeaseKey(config, endpointId) });
+  const fanOutLock = createFanOutLock({ redis: deps.redis, key: webhookFanOutLockKey(config) });
   const dispatcher = createWebhookDispatcher({
     db: deps.db,
     queue,
     subscriptions,
     leases,
+    fanOut: createWebhookFanOut({ db: deps.db, lock: fanOutLock, logger }),
     logger,
     maxInFlight: config.webhookMaxInFlight,
     ...(deps.writing === undefined ? {} : { writing: deps.writing }),
@@ -111,6 +117,7 @@ export async function startWebhooks(config: Config, deps: { readonly db: Db; rea
     erasedResponses: createErasureEvents({ outbox }),
     completedRecords: createCompletionEvents({ db: deps.db, outbox }),
     outbox,
+    fanOutLock,
     dispatcher,
     subscriptions,
     queue,

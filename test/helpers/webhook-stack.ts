@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { MongoNetworkError, type Db } from 'mongodb';
-import type { DeliveryDoc } from '../../shared/webhook-outbox.js';
+import { COLLECTIONS } from '../../shared/mongo.js';
+import type { BatchDoc, BatchedEvent } from '../../shared/webhook-outbox.js';
 import { OTHER_KEY, TEST_KEY } from './env.js';
 import type { HttpResult, Stack } from './stack.js';
 import type { ReceivedWebhook, WebhookReceiver } from './webhook-receiver.js';
@@ -61,7 +62,7 @@ export const record = (dataset: string, n: number, user = 'ann-1') => ({ record:
  * `db` whose collection `name` fails its first `insertMany` of documents that `when` picks (default:
  * any) as an unreachable store does; every other command goes to the real store.
  */
-export function failingFirstInsert(db: Db, name: string, when: (docs: readonly DeliveryDoc[]) => boolean = () => true): { readonly db: Db; readonly failures: () => number } {
+export function failingFirstInsert(db: Db, name: string, when: (docs: readonly BatchDoc[]) => boolean = () => true): { readonly db: Db; readonly failures: () => number } {
   let failures = 0;
   const bound = (target: object, member: unknown) => (typeof member === 'function' ? (member as (...a: unknown[]) => unknown).bind(target) : member);
   const proxy = new Proxy(db, {
@@ -74,7 +75,7 @@ export function failingFirstInsert(db: Db, name: string, when: (docs: readonly D
           get(c, p) {
             if (p !== 'insertMany') return bound(c, Reflect.get(c, p, c));
             return async (...args: unknown[]) => {
-              if (failures === 0 && when(args[0] as DeliveryDoc[])) {
+              if (failures === 0 && when(args[0] as BatchDoc[])) {
                 failures++;
                 throw new MongoNetworkError(`${name} unreachable (injected)`);
               }
@@ -86,4 +87,14 @@ export function failingFirstInsert(db: Db, name: string, when: (docs: readonly D
     },
   });
   return { db: proxy, failures: () => failures };
+}
+
+/** An event of the outbox or of a batch not moved into it yet (worker/webhook-fan-out.ts). */
+export type OutboxEvent = BatchedEvent & { readonly endpoint_id: string };
+
+/** Every event appended and not pruned: the outbox's deliveries and the events still in their batches. */
+export async function outboxEvents(db: Db): Promise<OutboxEvent[]> {
+  const moved = await db.collection<OutboxEvent>(COLLECTIONS.webhookOutbox).find({}).toArray();
+  const batched = (await db.collection<BatchDoc>(COLLECTIONS.webhookBatches).find({}).toArray()).flatMap((b) => b.events.map((e) => ({ ...e, endpoint_id: b.endpoint_id })));
+  return [...moved, ...batched];
 }

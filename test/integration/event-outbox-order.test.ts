@@ -1,14 +1,19 @@
 import { expect } from 'chai';
+import { Redis } from 'ioredis';
 import { MongoClient, type Db } from 'mongodb';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
 import type { WebhookEndpointDoc } from '../../shared/webhook-admin.js';
-import type { DeliveryDoc } from '../../shared/webhook-outbox.js';
+import type { BatchDoc, DeliveryDoc } from '../../shared/webhook-outbox.js';
 import type { StoredEvent } from '../../shared/webhook-events.js';
-import { createEventOutbox } from '../../worker/event-outbox.js';
+import { BATCH_EVENTS, createEventOutbox } from '../../worker/event-outbox.js';
+import { createOutboxEraser } from '../../worker/erasure-outbox.js';
+import type { ErasedResponse } from '../../worker/erasure-guard.js';
+import { createFanOutLock, type FanOutLock } from '../../worker/fan-out-lock.js';
 import { ensureIndexes } from '../../worker/indexes.js';
 import { createRoundEvents } from '../../worker/round-events.js';
 import { createFeedbackWriter } from '../../worker/writer.js';
 import { STORE_CHUNK_DOCS } from '../../worker/store-chunks.js';
+import { createWebhookFanOut } from '../../worker/webhook-fan-out.js';
 import type { WebhookSubscriptions } from '../../worker/webhook-subscriptions.js';
 import { uniqueName } from '../helpers/env.js';
 import { gate, holdingCall } from '../helpers/held-calls.js';
@@ -29,26 +34,39 @@ const ONE_ENDPOINT: WebhookSubscriptions = {
 
 describe('webhook outbox: a round\'s events become visible in order', () => {
   let client: MongoClient;
+  let redis: Redis;
   let db: Db;
+  let lock: FanOutLock;
   before(async () => {
     client = new MongoClient(sharedServices().mongoUrl, mongoClientOptions());
+    redis = new Redis(sharedServices().redisUrl);
     db = client.db(uniqueName('outbox_order').replace(/-/g, '_'));
+    lock = createFanOutLock({ redis, key: `${uniqueName('fan-out-lock')}` });
     await ensureIndexes(db);
   });
   after(async () => {
     await db.dropDatabase().catch(() => undefined);
     await client.close();
+    redis.disconnect();
+  });
+  beforeEach(async () => {
+    await db.collection(COLLECTIONS.webhookOutbox).deleteMany({});
+    await db.collection(COLLECTIONS.webhookBatches).deleteMany({});
   });
 
-  it('more events than one store command holds: while the first command is held, no record shows a later event without its earlier one', async () => {
+  it('more events than one store command holds: while the fan-out\'s first command is held, no record shows a later event without its earlier one', async () => {
     // As a round builds them: every record.created first, then the records' first responses.
     const n = Math.ceil(STORE_CHUNK_DOCS * 0.6);
+    expect(2 * n, 'one batch').to.be.at.most(BATCH_EVENTS);
     const at = new Date();
     const records: StoredEvent[] = Array.from({ length: n }, (_, i) => ({ type: 'record.created', seq: 1000 + i, recordId: `rec_${i}`, subjectId: `rec_${i}`, datasetId: 'ds', at, data: { feedback_record_id: `rec_${i}` } as never }));
-    const responses: StoredEvent[] = Array.from({ length: n }, (_, i) => ({ type: 'response.created', seq: 1000 + i, recordId: `rec_${i}`, subjectId: `resp_${i}`, datasetId: 'ds', at, data: { feedback_response_id: `resp_${i}` } as never }));
+    // Later writes (an annotator's response to each record): in (seq, rank) order every record.created comes first, so the second command holds responses of records in the first.
+    const responses: StoredEvent[] = Array.from({ length: n }, (_, i) => ({ type: 'response.created', seq: 5000 + i, recordId: `rec_${i}`, subjectId: `resp_${i}`, datasetId: 'ds', at, data: { feedback_response_id: `resp_${i}` } as never }));
+    await createEventOutbox({ db, subscriptions: ONE_ENDPOINT, logger: silentLogger }).append([...records, ...responses]);
+    expect(await db.collection(COLLECTIONS.webhookBatches).countDocuments(), 'one append, one endpoint: one batch').to.equal(1);
     const g = gate();
-    const outbox = createEventOutbox({ db: holdingCall(db, COLLECTIONS.webhookOutbox, 'insertMany', 1, g.onHeld, g.released), subscriptions: ONE_ENDPOINT, logger: silentLogger });
-    const appended = outbox.append([...records, ...responses]);
+    const fanOut = createWebhookFanOut({ db: holdingCall(db, COLLECTIONS.webhookOutbox, 'insertMany', 1, g.onHeld, g.released), lock, logger: silentLogger });
+    const moved = fanOut.move(ENDPOINT._id, 1);
     await g.held;
     const col = db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox);
     // What the dispatcher could read while the first command waits (polled for a bounded time):
@@ -65,14 +83,46 @@ describe('webhook outbox: a round\'s events become visible in order', () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     g.release();
-    await appended;
+    expect(await moved).to.equal(2 * n);
     expect(await col.countDocuments()).to.equal(2 * n);
+    expect(await db.collection(COLLECTIONS.webhookBatches).countDocuments(), 'the batch is gone once moved').to.equal(0);
+  });
+
+  it('batches move in the order they were appended, not by the acceptance order they hold (a retried job appends old writes later)', async () => {
+    const outbox = createEventOutbox({ db, subscriptions: ONE_ENDPOINT, logger: silentLogger });
+    const at = new Date();
+    const ev = (type: StoredEvent['type'], seq: number, record: string): StoredEvent => ({ type, seq, recordId: record, subjectId: type === 'record.created' ? record : `resp_${record}_${seq}`, datasetId: 'ds', at, data: {} as never });
+    // Round 1 stored rec_a's record at seq 500; round 2, appended after it, holds an old write
+    // (seq 10, another record) and rec_a's next response at seq 600.
+    await outbox.append([ev('record.created', 500, 'rec_a')]);
+    await outbox.append([ev('record.created', 10, 'rec_old'), ev('response.created', 600, 'rec_a')]);
+    const fanOut = createWebhookFanOut({ db, lock, logger: silentLogger });
+    // One batch at a time: after the first move only round 1's event may be in the outbox.
+    expect(await fanOut.move(ENDPOINT._id, 1)).to.equal(1);
+    const col = db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox);
+    expect((await col.find({}).toArray()).map((d) => d.event_type)).to.deep.equal(['record.created']);
+    expect(await fanOut.move(ENDPOINT._id, 100)).to.equal(2);
+    expect((await col.find({ key: 'rec_a' }).sort({ seq: 1 }).toArray()).map((d) => d.event_type)).to.deep.equal(['record.created', 'response.created']);
+  });
+
+  it('a fan-out waits while another process holds the lock (it moves nothing), and moves once it is free', async () => {
+    await createEventOutbox({ db, subscriptions: ONE_ENDPOINT, logger: silentLogger }).append([{ type: 'record.created', seq: 7, recordId: 'rec_l', subjectId: 'rec_l', datasetId: 'ds', at: new Date(), data: {} as never }]);
+    const fanOut = createWebhookFanOut({ db, lock, logger: silentLogger });
+    const g = gate();
+    const holder = lock.with(async () => {
+      g.onHeld();
+      await g.released;
+    });
+    await g.held;
+    expect(await fanOut.move(ENDPOINT._id, 10)).to.equal(0);
+    g.release();
+    await holder;
+    expect(await fanOut.move(ENDPOINT._id, 10)).to.equal(1);
   });
 
   it('two store rounds at once: the second round\'s events of a record wait for the first round\'s (its record.created is never dropped as older)', async () => {
-    await db.collection(COLLECTIONS.webhookOutbox).deleteMany({});
     const g = gate();
-    const held = holdingCall(db, COLLECTIONS.webhookOutbox, 'insertMany', 1, g.onHeld, g.released);
+    const held = holdingCall(db, COLLECTIONS.webhookBatches, 'insertMany', 1, g.onHeld, g.released);
     const outbox = createEventOutbox({ db: held, subscriptions: ONE_ENDPOINT, logger: silentLogger });
     const w = createFeedbackWriter({ db, logger: silentLogger, events: createRoundEvents({ db, outbox }) });
     // Round 1 stores record 1 and its first response; its events' append is held.
@@ -81,17 +131,46 @@ describe('webhook outbox: a round\'s events become visible in order', () => {
     // Round 2, in flight beside it: an annotator's response to the same record.
     const second = w.write([version(1, 1, 1)]);
     const record = recordWrite(1).write.record_id;
-    const col = db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox);
+    const batches = db.collection<BatchDoc>(COLLECTIONS.webhookBatches);
     const deadline = Date.now() + 1_500;
     while (Date.now() < deadline) {
       // Without the turn, round 2's response.created is here while record.created waits: the dispatcher would send it and drop record.created.
-      expect(await col.countDocuments({ key: record }), 'events of the record visible before the first round appended its own').to.equal(0);
+      expect(await batches.countDocuments({ 'events.key': record }), 'events of the record visible before the first round appended its own').to.equal(0);
       await new Promise((r) => setTimeout(r, 50));
     }
     g.release();
     expect((await first)[0]!.kind).to.equal('stored');
     expect((await second)[0]!.kind).to.equal('stored');
+    // Moved one batch at a time, in their order: each move leaves the record's events a prefix of them.
+    const fanOut = createWebhookFanOut({ db, lock, logger: silentLogger });
+    const col = db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox);
+    const seen: string[][] = [];
+    while ((await fanOut.move(ENDPOINT._id, 1)) > 0) seen.push((await col.find({ key: record }).sort({ seq: 1, rank: 1 }).toArray()).map((e) => e.event_type));
+    expect(seen).to.deep.equal([['record.created', 'response.created'], ['record.created', 'response.created', 'response.created']]);
     const events = await col.find({ key: record }).sort({ seq: 1, rank: 1 }).toArray();
     expect(events.map((e) => e.event_type)).to.deep.equal(['record.created', 'response.created', 'response.created']);
   });
+
+  it('an erasure while a fan-out is copying a batch out: the erased response\'s event reaches neither the outbox nor a batch', async () => {
+    const at = new Date();
+    await createEventOutbox({ db, subscriptions: ONE_ENDPOINT, logger: silentLogger }).append([
+      { type: 'record.created', seq: 20, recordId: 'rec_e', subjectId: 'rec_e', datasetId: 'ds', at, data: {} as never },
+      { type: 'response.created', seq: 20, recordId: 'rec_e', subjectId: 'resp_e', datasetId: 'ds', at, data: {} as never },
+    ]);
+    // The fan-out has read the batch and its insert into the outbox is held.
+    const g = gate();
+    const fanOut = createWebhookFanOut({ db: holdingCall(db, COLLECTIONS.webhookOutbox, 'insertMany', 1, g.onHeld, g.released), lock, logger: silentLogger });
+    const moving = fanOut.move(ENDPOINT._id, 10);
+    await g.held;
+    const erased = { doc: { _id: 'resp_e', feedback_record_id: 'rec_e' }, erasure: {} } as unknown as ErasedResponse;
+    const erasing = createOutboxEraser(db, lock).responses([erased]);
+    // The eraser waits for the fan-out's lock; let the copy finish a moment later.
+    await new Promise((r) => setTimeout(r, 300));
+    g.release();
+    await Promise.all([moving, erasing]);
+    const outbox = await db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox).find({}).toArray();
+    const batched = (await db.collection<BatchDoc>(COLLECTIONS.webhookBatches).find({}).toArray()).flatMap((b) => b.events);
+    expect([...outbox, ...batched].map((e) => e.event_type), 'only the record\'s own event is left').to.deep.equal(['record.created']);
+  });
 });
+

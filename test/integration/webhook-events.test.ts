@@ -7,7 +7,6 @@ import { decodeJob } from '../../shared/job-payload.js';
 import { COLLECTIONS } from '../../shared/mongo.js';
 import { orderFloorAt } from '../../shared/order-clock.js';
 import { appKeyPrefix } from '../../shared/redis-keys.js';
-import type { DeliveryDoc } from '../../shared/webhook-outbox.js';
 import { WEBHOOK_EVENT_TYPES } from '../../shared/webhook-events.js';
 import { createCompletionTracker } from '../../worker/completion.js';
 import { createCompletionEvents } from '../../worker/completion-events.js';
@@ -21,7 +20,7 @@ import { createFeedbackWriter, type FeedbackWriter } from '../../worker/writer.j
 import { testConfig, TEST_KEY } from '../helpers/env.js';
 import { eventually, silentLogger, startStack, type Stack } from '../helpers/stack.js';
 import { startWebhookReceiver } from '../helpers/webhook-receiver.js';
-import { ADMIN, adminRequest, deduped, failingFirstInsert, record, subscribeTo, WEBHOOK_ENV, type Event } from '../helpers/webhook-stack.js';
+import { ADMIN, adminRequest, deduped, failingFirstInsert, outboxEvents, record, subscribeTo, WEBHOOK_ENV, type Event } from '../helpers/webhook-stack.js';
 
 /* The events that describe more than one write: response.erased (an erasure) and record.completed (a completion rule). */
 
@@ -97,13 +96,15 @@ describe('webhooks: response.erased', function () {
       expect(mineEvents.slice(0, -1).every((t) => t === 'response.created' || t === 'response.updated'), mineEvents.join(', ')).to.equal(true);
       // The outbox keeps no event that carries the erased data: none of the responses' own, no
       // record.created or record.completed of the erased records; their response.erased stay.
-      const outbox = stack.db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox);
-      expect(await outbox.countDocuments({ subject_id: { $in: removed }, event_type: { $in: ['response.created', 'response.updated'] } })).to.equal(0);
-      expect(await outbox.countDocuments({ key: { $in: created.map((r) => r.body.feedback_record_id as string) }, event_type: { $in: ['record.created', 'record.completed'] } })).to.equal(0);
-      expect(await outbox.countDocuments({ key: kept.body.feedback_record_id as string, event_type: 'record.created' }), 'the kept record\'s own event stays').to.equal(1);
+      // (In the outbox and in the batches not moved into it yet.)
+      const appended = await outboxEvents(stack.db);
+      const createdRecords = new Set(created.map((r) => r.body.feedback_record_id as string));
+      expect(appended.filter((e) => removed.includes(e.subject_id) && ['response.created', 'response.updated'].includes(e.event_type))).to.have.length(0);
+      expect(appended.filter((e) => createdRecords.has(e.key) && ['record.created', 'record.completed'].includes(e.event_type))).to.have.length(0);
+      expect(appended.filter((e) => e.key === kept.body.feedback_record_id && e.event_type === 'record.created'), 'the kept record\'s own event stays').to.have.length(1);
       // Its order is the erasure's: after every write of the user accepted before it.
       const tombstone = await stack.db.collection<{ _id: string; seq: number }>(COLLECTIONS.erasures).findOne({ _id: erasureId });
-      const deliveries = await stack.db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox).find({ event_type: 'response.erased', dataset_id: 'ds_erased' }).toArray();
+      const deliveries = appended.filter((e) => e.event_type === 'response.erased' && e.dataset_id === 'ds_erased');
       expect(new Set(deliveries.map((d) => d.seq))).to.deep.equal(new Set([tombstone!.seq]));
       for (const r of receiver.received) new Webhook(secret).verify(r.body, r.headers as Record<string, string>);
     } finally {
@@ -121,7 +122,7 @@ describe('webhooks: response.erased', function () {
       await eventually(async () => ((await responseDocs().countDocuments({ _id: { $in: ids } })) === ids.length ? true : undefined), 20_000, 'the responses stored');
 
       // The worker's eraser and outbox on the real store, whose outbox is unreachable for its first append.
-      const failing = failingFirstInsert(stack.db, COLLECTIONS.webhookOutbox);
+      const failing = failingFirstInsert(stack.db, COLLECTIONS.webhookBatches);
       const outbox = createEventOutbox({ db: failing.db, subscriptions: stack.worker!.webhooks.subscriptions, logger: silentLogger });
       const eraser = createEraser({
         db: stack.db, redis: stack.worker!.redis, appKeyPrefix: appKeyPrefix(stack.config), ids: createIdMinter(stack.config.idSigningSecrets), logger: silentLogger, settleMs: 0,
@@ -234,7 +235,7 @@ describe('webhooks: record.completed', function () {
       await stack.worker!.webhooks.dispatcher.runOnce();
       await new Promise((r) => setTimeout(r, 500));
       expect(completedEvents().map((e) => e.id)).to.deep.equal([first.id, second.id]);
-      expect(await stack.db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox).countDocuments({ key: recordId, event_type: 'record.completed' })).to.equal(2);
+      expect((await outboxEvents(stack.db)).filter((e) => e.key === recordId && e.event_type === 'record.completed')).to.have.length(2);
       for (const r of receiver.received) new Webhook(secret).verify(r.body, r.headers as Record<string, string>);
     } finally {
       await receiver.close();
@@ -261,7 +262,7 @@ describe('webhooks: record.completed', function () {
 
     /** The worker's writer, completion and outbox on the real store, whose outbox is unreachable for the first append holding a record.completed. */
     function writerWithOutage() {
-      const failing = failingFirstInsert(stack.db, COLLECTIONS.webhookOutbox, (docs) => docs.some((d) => d.event_type === 'record.completed'));
+      const failing = failingFirstInsert(stack.db, COLLECTIONS.webhookBatches, (docs) => docs.some((d) => d.events.some((e) => e.event_type === 'record.completed')));
       const outbox = createEventOutbox({ db: failing.db, subscriptions: stack.worker!.webhooks.subscriptions, logger: silentLogger });
       const completion = createCompletionTracker({
         db: stack.db,
