@@ -27,6 +27,8 @@ const argv = process.argv.slice(2);
 const num = (name: string, def: number): number => wholeNumberArg(argv, name, def);
 const WRITES = num('--writes', 10_000);
 const ROUNDS = num('--rounds', 3);
+/** Stop the worker as soon as the burst is drained, without waiting for the deliveries (for a CPU profile of the drain alone). */
+const DRAIN_ONLY = argv.includes('--drain-only');
 const BASE_DOCS = 10_000;
 /** WEBHOOK_* settings of this shell reach the worker (e.g. WEBHOOK_MAX_IN_FLIGHT=400 npm run bench:webhooks). */
 const WEBHOOK_ENV = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[0].startsWith('WEBHOOK_') && e[1] !== undefined));
@@ -40,7 +42,7 @@ const median = (xs: readonly number[]) => {
 async function main(): Promise<void> {
   const eventCount = async (db: string): Promise<number> => {
     const d = mon.client.db(db);
-    const [batched] = await d.collection(COLLECTIONS.webhookBatches).aggregate<{ n: number }>([{ $group: { _id: null, n: { $sum: { $size: '$events' } } } }]).toArray();
+    const [batched] = await d.collection(COLLECTIONS.webhookBatches).aggregate<{ n: number }>([{ $group: { _id: null, n: { $sum: '$n' } } }]).toArray();
     return (await d.collection(COLLECTIONS.webhookOutbox).countDocuments()) + (batched?.n ?? 0);
   };
   progress(`writes ${WRITES}, rounds ${ROUNDS}`);
@@ -79,7 +81,7 @@ async function main(): Promise<void> {
         // After the drain, with the worker still running: the time until every event appended is delivered, and the CPU until then.
         const afterDrain = async () => {
           storeDrained = storeCpuSeconds(store.postgresPort);
-          if (variant === 'off') return;
+          if (variant === 'off' || DRAIN_ONLY) return;
           row.deliveredInDrain = receivedIds.size;
           // Events in the outbox and still in their batches (worker/webhook-fan-out.ts); counted again as they
           // are delivered: an event being moved can be in both for a moment.

@@ -163,7 +163,7 @@ export function createWebhookAdmin(options: { readonly db: Db; readonly leases?:
       if (c !== undefined && (SUMMARY_STATUSES as readonly string[]).includes(row._id.s)) c[row._id.s as (typeof SUMMARY_STATUSES)[number]] = row.n;
     }
     // Events not yet moved from their batches into the outbox (worker/webhook-fan-out.ts) are pending.
-    const batched = await batches.aggregate<{ _id: string; n: number }>([{ $match: { endpoint_id: { $in: [...ids] } } }, { $group: { _id: '$endpoint_id', n: { $sum: { $size: '$events' } } } }]).toArray();
+    const batched = await batches.aggregate<{ _id: string; n: number }>([{ $match: { endpoint_id: { $in: [...ids] } } }, { $group: { _id: '$endpoint_id', n: { $sum: '$n' } } }]).toArray();
     for (const row of batched) {
       const c = byEndpoint.get(row._id);
       if (c !== undefined) c.pending += row.n;

@@ -1,3 +1,6 @@
+import { promisify } from 'node:util';
+import { constants, deflateRaw, deflateRawSync, inflateRawSync } from 'node:zlib';
+import { Binary } from 'mongodb';
 import type { WebhookEventType } from './webhook-events.js';
 
 /*
@@ -75,15 +78,17 @@ export function endpointRange(endpointId: string): { $gte: string; $lt: string }
 
 /**
  * An event as a store round appends it (in a {@link BatchDoc}): what its {@link DeliveryDoc} is
- * made of when the fan-out moves it into the outbox (worker/webhook-fan-out.ts).
+ * made of when the fan-out moves it into the outbox (worker/webhook-fan-out.ts); its `_id` is
+ * {@link deliveryId} of the batch's endpoint and `event_id`.
  */
-export type BatchedEvent = Pick<DeliveryDoc, '_id' | 'event_id' | 'event_type' | 'key' | 'seq' | 'rank' | 'dataset_id' | 'body'> & { readonly subject_id: string };
+export type BatchedEvent = Pick<DeliveryDoc, 'event_id' | 'event_type' | 'key' | 'seq' | 'rank' | 'dataset_id' | 'body'> & { readonly subject_id: string };
 
 /**
  * Events appended for one endpoint by one append (a store round, an erasure's removal, a
- * completion), in their order (`webhook_batches`). One document instead of one per event: the
- * store prices a document by its index entries and its fields far more than by its bytes, so a
- * round's events cost it about a third as much this way (docs/webhooks.md#speed).
+ * completion), in their order (`webhook_batches`), deflated. One document instead of one per
+ * event, and a few bytes per event instead of its whole body: the store prices a document by its
+ * index entries, its fields and its bytes (compressed once more when large), so a round's events
+ * cost it about a tenth as much this way (docs/webhooks.md#speed).
  */
 export interface BatchDoc {
   /** `<endpoint>.<o>`: unique without a read. */
@@ -91,11 +96,30 @@ export interface BatchDoc {
   endpoint_id: string;
   /** `<endpoint>|<ms>|<process>|<n>` ({@link batchOrder}): the order the fan-out moves batches in, the order in which this process appended them. */
   o: string;
-  events: BatchedEvent[];
+  /** How many events `z` holds. */
+  n: number;
+  /** The events ({@link BatchedEvent}[]) as deflate-raw of their JSON ({@link encodeBatch}). */
+  z: Binary;
   created_at: Date;
 }
 
 /** The value of {@link BatchDoc.o}: by time of append (ms, never decreasing within a process), then by the process's own count. */
 export function batchOrder(endpointId: string, ms: number, processId: string, n: number): string {
   return `${endpointId}|${String(ms).padStart(15, '0')}|${processId}|${String(n).padStart(12, '0')}`;
+}
+
+/** JSON up to this length is deflated on the event loop; longer on libuv's thread pool, as the API does with job payloads (shared/job-payload.ts). */
+const DEFLATE_ON_LOOP_MAX_LENGTH = 64 * 1024;
+const deflateRawAsync = promisify(deflateRaw);
+
+/** {@link BatchDoc.z} of these events (level 1: the fastest; events of one round share most of their text). */
+export async function encodeBatch(events: readonly BatchedEvent[]): Promise<Binary> {
+  const json = JSON.stringify(events);
+  const options = { level: constants.Z_BEST_SPEED };
+  return new Binary(json.length <= DEFLATE_ON_LOOP_MAX_LENGTH ? deflateRawSync(json, options) : await deflateRawAsync(json, options));
+}
+
+/** The events of a batch, in their order. */
+export function decodeBatch(doc: Pick<BatchDoc, 'z'>): BatchedEvent[] {
+  return JSON.parse(inflateRawSync(doc.z.buffer).toString('utf8')) as BatchedEvent[];
 }

@@ -1,6 +1,6 @@
 import type { Db } from 'mongodb';
 import { COLLECTIONS } from '../shared/mongo.js';
-import type { BatchDoc, DeliveryDoc } from '../shared/webhook-outbox.js';
+import { decodeBatch, encodeBatch, type BatchDoc, type BatchedEvent, type DeliveryDoc } from '../shared/webhook-outbox.js';
 import type { WebhookEventType } from '../shared/webhook-events.js';
 import type { ErasedResponse } from './erasure-guard.js';
 import { storeCall } from './errors.js';
@@ -13,9 +13,11 @@ import type { FanOutLock } from './fan-out-lock.js';
  * WEBHOOK_KEEP_DELIVERED_S. `response.erased` events are kept: they carry ids only, and are how
  * receivers learn of the erasure. Run before the documents themselves are deleted, so that a
  * failure leaves both for the job's retry. Events still in their batches (`webhook_batches`, not
- * yet moved into the outbox) are pulled out of them, holding the fan-out's lock, so that no fan-out
- * copies one into the outbox while it is being removed (a scan of the batches: they are few, a
- * batch holding up to 500 events, and erasures rare).
+ * yet moved into the outbox) are taken out of them, holding the fan-out's lock, so that no fan-out
+ * copies one into the outbox while it is being removed: every batch is read and inflated, and
+ * those holding a match are written again without it (a batch holds up to 500 events, deflated to
+ * a few hundred bytes per event with bodies of a few KiB at most; erasures are rare, and batches
+ * are few unless an endpoint is down for long: 1M events waiting are about 2,000 batches).
  */
 
 /** Events of a response that carry its values. */
@@ -30,19 +32,33 @@ export interface OutboxEraser {
   records(recordIds: readonly string[]): Promise<void>;
 }
 
-type EventMatch = { readonly subject_id: { $in: string[] }; readonly event_type: { $in: WebhookEventType[] } } | { readonly key: { $in: string[] }; readonly event_type: { $in: WebhookEventType[] } };
+/** Events of these subjects (resp. records) and types. */
+type EventMatch = { readonly subjects?: ReadonlySet<string>; readonly records?: ReadonlySet<string>; readonly types: readonly WebhookEventType[] };
+
+const matches = (m: EventMatch, e: Pick<BatchedEvent, 'subject_id' | 'key' | 'event_type'>) => m.types.includes(e.event_type) && (m.subjects?.has(e.subject_id) === true || m.records?.has(e.key) === true);
+function filterOf(m: EventMatch) {
+  return { event_type: { $in: [...m.types] }, ...(m.subjects === undefined ? { key: { $in: [...m.records!] } } : { subject_id: { $in: [...m.subjects] } }) };
+}
 
 export function createOutboxEraser(db: Db, lock: FanOutLock): OutboxEraser {
   const outbox = db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox);
   const batches = db.collection<BatchDoc>(COLLECTIONS.webhookBatches);
 
   /** Deletes the events matching any of these, from the outbox and from the batches not moved into it yet. */
-  async function erase(matches: readonly EventMatch[]): Promise<void> {
-    await lock.with(async () => {
-      const inBatches = matches.map((m) => ({ events: { $elemMatch: m } }));
-      await storeCall(() => batches.updateMany({ $or: inBatches }, { $pull: { events: { $or: [...matches] } } } as never));
-      await storeCall(() => outbox.deleteMany({ $or: [...matches] }));
-    });
+  async function erase(any: readonly EventMatch[]): Promise<void> {
+    await lock.with(() =>
+      storeCall(async () => {
+        // A cursor of a few batches at a time: memory does not grow with the backlog.
+        for await (const batch of batches.find({}, { batchSize: 20 })) {
+          const events = decodeBatch(batch);
+          const kept = events.filter((e) => !any.some((m) => matches(m, e)));
+          if (kept.length === events.length) continue;
+          if (kept.length === 0) await batches.deleteOne({ _id: batch._id });
+          else await batches.updateOne({ _id: batch._id }, { $set: { z: await encodeBatch(kept), n: kept.length } });
+        }
+        await outbox.deleteMany({ $or: any.map(filterOf) });
+      }),
+    );
   }
 
   return {
@@ -51,13 +67,13 @@ export function createOutboxEraser(db: Db, lock: FanOutLock): OutboxEraser {
       const responseIds = [...new Set(removed.map(({ doc }) => doc._id))];
       const recordIds = [...new Set(removed.map(({ doc }) => doc.feedback_record_id))];
       await erase([
-        { subject_id: { $in: responseIds }, event_type: { $in: [...RESPONSE_DATA_EVENTS] } },
-        { key: { $in: recordIds }, event_type: { $in: ['record.completed'] } },
+        { subjects: new Set(responseIds), types: RESPONSE_DATA_EVENTS },
+        { records: new Set(recordIds), types: ['record.completed'] },
       ]);
     },
     async records(recordIds) {
       if (recordIds.length === 0) return;
-      await erase([{ key: { $in: [...recordIds] }, event_type: { $in: [...RECORD_DATA_EVENTS] } }]);
+      await erase([{ records: new Set(recordIds), types: RECORD_DATA_EVENTS }]);
     },
   };
 }

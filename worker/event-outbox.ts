@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import type { Db } from 'mongodb';
+import type { Binary, Db } from 'mongodb';
 import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
-import { batchOrder, deliveryId, type BatchDoc, type BatchedEvent } from '../shared/webhook-outbox.js';
+import { batchOrder, encodeBatch, type BatchDoc, type BatchedEvent } from '../shared/webhook-outbox.js';
 import { EVENT_RANK, eventBody, eventId, type StoredEvent, type WebhookEventType } from '../shared/webhook-events.js';
 import { STORE_MAX_DOCUMENT_BYTES } from './document-size.js';
 import { storeCall } from './errors.js';
@@ -56,7 +56,8 @@ export function createEventOutbox(options: {
   // given its order, so the fan-out can never move a later batch of this process before an earlier.
   let turn: Promise<unknown> = Promise.resolve();
 
-  function batches(events: readonly StoredEvent[]): { docs: Omit<BatchDoc, '_id' | 'o' | 'created_at'>[]; rejected: Map<string, number> } {
+  type Batch = { readonly endpoint_id: string; readonly events: BatchedEvent[] };
+  function batches(events: readonly StoredEvent[]): { docs: Batch[]; rejected: Map<string, number> } {
     const byEndpoint = new Map<string, BatchedEvent[]>();
     const rejected = new Map<string, number>();
     // In the dispatcher's order, (seq, rank): a record's later event never goes before an earlier one.
@@ -73,11 +74,11 @@ export function createEventOutbox(options: {
       }
       for (const endpoint of endpoints) {
         const list = byEndpoint.get(endpoint._id) ?? [];
-        list.push({ _id: deliveryId(endpoint._id, id), event_id: id, event_type: event.type, key: event.recordId, subject_id: event.subjectId, seq: event.seq, rank: EVENT_RANK[event.type], dataset_id: event.datasetId, body });
+        list.push({ event_id: id, event_type: event.type, key: event.recordId, subject_id: event.subjectId, seq: event.seq, rank: EVENT_RANK[event.type], dataset_id: event.datasetId, body });
         byEndpoint.set(endpoint._id, list);
       }
     }
-    const docs: Omit<BatchDoc, '_id' | 'o' | 'created_at'>[] = [];
+    const docs: Batch[] = [];
     for (const [endpointId, list] of byEndpoint) {
       let current: BatchedEvent[] = [];
       let bytes = 0;
@@ -96,12 +97,12 @@ export function createEventOutbox(options: {
     return { docs, rejected };
   }
 
-  async function store(docs: readonly Omit<BatchDoc, '_id' | 'o' | 'created_at'>[]): Promise<void> {
+  async function store(docs: readonly Batch[], packed: readonly Binary[]): Promise<void> {
     const now = new Date();
     lastMs = Math.max(lastMs, now.getTime());
-    const full: BatchDoc[] = docs.map((d) => {
+    const full: BatchDoc[] = docs.map((d, i) => {
       const o = batchOrder(d.endpoint_id, lastMs, processId, count++);
-      return { _id: `${d.endpoint_id}.${o.slice(d.endpoint_id.length + 1).replaceAll('|', '.')}`, o, endpoint_id: d.endpoint_id, events: d.events, created_at: now };
+      return { _id: `${d.endpoint_id}.${o.slice(d.endpoint_id.length + 1).replaceAll('|', '.')}`, o, endpoint_id: d.endpoint_id, n: d.events.length, z: packed[i]!, created_at: now };
     });
     // Ordered: a fan-out reading meanwhile sees a prefix of them, never a later one without an earlier.
     // A retry after a partial failure appends them again under new ids: the fan-out keeps each event once.
@@ -116,7 +117,9 @@ export function createEventOutbox(options: {
       const { docs, rejected } = batches(events);
       for (const [endpoint, n] of rejected) options.onOutcome?.(endpoint, 'append_rejected', n);
       if (docs.length === 0) return;
-      const mine = turn.then(() => store(docs));
+      // Deflated before the turn: rounds compress side by side, and only the insert waits for the earlier append.
+      const packed = await Promise.all(docs.map((d) => encodeBatch(d.events)));
+      const mine = turn.then(() => store(docs, packed));
       turn = mine.catch(() => undefined);
       await mine;
       for (const d of docs) options.onOutcome?.(d.endpoint_id, 'appended', d.events.length);

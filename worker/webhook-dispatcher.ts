@@ -26,12 +26,24 @@ export const DELIVERIES_PER_JOB = 16;
 
 /**
  * Deliveries in flight per endpoint while this process's writer works through a backlog of
- * writes (a burst: worker/writer.ts `busy`): deliveries then take a bounded share of the store and
- * the CPU, and the full `WEBHOOK_MAX_IN_FLIGHT` once the writer keeps up again. Deliveries never
- * stop, so a backlog cannot starve them (about 300 events a second per endpoint at this cap on
- * the stand-in).
+ * writes (a burst: worker/writer.ts `busy`) that has lasted longer than `burstYieldMs`: deliveries
+ * then take a bounded share of the store and the CPU, and the full `WEBHOOK_MAX_IN_FLIGHT` once
+ * the writer keeps up again. Deliveries never stop for longer than `burstYieldMs`, so a backlog
+ * cannot starve them (about 300 events a second per endpoint at this cap on the stand-in).
  */
 export const IN_FLIGHT_WHILE_WRITING = 50;
+
+/**
+ * The most deliveries an endpoint may have in flight now: none during the first `yieldMs` of a
+ * backlog of writes (a burst drains as it would without webhooks: a delivery costs the store and
+ * the CPU several times what appending its event does, docs/webhooks.md#speed), a bounded share
+ * after that while it lasts, all of `maxInFlight` otherwise. `busySince` is when the current
+ * backlog began (undefined: none). Pure, for its unit test.
+ */
+export function deliveryCap(maxInFlight: number, yieldMs: number, busySince: number | undefined, now: number): number {
+  if (busySince === undefined) return maxInFlight;
+  return now - busySince < yieldMs ? 0 : Math.min(maxInFlight, IN_FLIGHT_WHILE_WRITING);
+}
 
 /** How often leases (and deliveries an earlier release marked `queued`) are checked against the jobs Redis holds (one a pass left without a job is released). */
 const RECONCILE_EVERY_MS = 30_000;
@@ -66,8 +78,10 @@ export function createWebhookDispatcher(options: {
   readonly fanOut?: WebhookFanOut;
   readonly logger: Logger;
   readonly maxInFlight: number;
-  /** True while the worker's writer works through a backlog: deliveries keep to {@link IN_FLIGHT_WHILE_WRITING} per endpoint meanwhile. */
+  /** True while the worker's writer works through a backlog: deliveries wait, then keep to {@link IN_FLIGHT_WHILE_WRITING} per endpoint ({@link deliveryCap}). */
   readonly writing?: () => boolean;
+  /** `WEBHOOK_BURST_YIELD_MS`: how long a backlog of writes holds new deliveries back. Default 0. */
+  readonly burstYieldMs?: number;
   readonly intervalMs: number;
   readonly keepDeliveredMs: number;
   readonly jobOptions: Parameters<Queue<DeliveryJobData>['add']>[2];
@@ -78,11 +92,17 @@ export function createWebhookDispatcher(options: {
   let stopped = false;
   let lastReconcile = Date.now();
   let lastPrune = 0;
+  let busySince: number | undefined;
+  /** When the writer's current backlog began, as seen by the passes (undefined: none now). */
+  const backlogSince = (): number | undefined => {
+    if (options.writing?.() !== true) return (busySince = undefined);
+    return (busySince ??= Date.now());
+  };
 
   async function dispatchEndpoint(endpointId: string): Promise<void> {
     // Records with a delivery in flight: their leases, in Redis beside the jobs (shared/webhook-leases.ts).
     const leased = await options.leases.held(endpointId);
-    const cap = options.writing?.() === true ? Math.min(options.maxInFlight, IN_FLIGHT_WHILE_WRITING) : options.maxInFlight;
+    const cap = deliveryCap(options.maxInFlight, options.burstYieldMs ?? 0, backlogSince(), Date.now());
     const free = cap - leased.size;
     if (free <= 0) return;
     // Some pending deliveries of the endpoint (`q` is on pending ones only, those in flight included), unsorted: the store's

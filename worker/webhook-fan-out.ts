@@ -1,7 +1,7 @@
 import type { Db } from 'mongodb';
 import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
-import { endpointRange, pendingOrder, recordKey, type BatchDoc, type DeliveryDoc } from '../shared/webhook-outbox.js';
+import { decodeBatch, deliveryId, endpointRange, pendingOrder, recordKey, type BatchDoc, type DeliveryDoc } from '../shared/webhook-outbox.js';
 import type { FanOutLock } from './fan-out-lock.js';
 import { insertNew } from './inserts.js';
 import { STORE_CHUNK_DOCS } from './store-chunks.js';
@@ -24,11 +24,12 @@ export function createWebhookFanOut(options: { readonly db: Db; readonly lock: F
   const batches = options.db.collection<BatchDoc>(COLLECTIONS.webhookBatches);
   const outbox = options.db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox);
 
-  async function moveOne(batch: BatchDoc): Promise<void> {
+  async function moveOne(batch: BatchDoc): Promise<number> {
     const endpointId = batch.endpoint_id;
     const now = new Date();
-    const docs: DeliveryDoc[] = batch.events.map((e) => ({
+    const docs: DeliveryDoc[] = decodeBatch(batch).map((e) => ({
       ...e,
+      _id: deliveryId(endpointId, e.event_id),
       endpoint_id: endpointId,
       k: recordKey(endpointId, e.key),
       q: pendingOrder(endpointId, e.seq, e.rank),
@@ -48,6 +49,7 @@ export function createWebhookFanOut(options: { readonly db: Db; readonly lock: F
       });
     }
     await batches.deleteOne({ _id: batch._id });
+    return docs.length;
   }
 
   return {
@@ -57,8 +59,7 @@ export function createWebhookFanOut(options: { readonly db: Db; readonly lock: F
         while (n < room) {
           const [batch] = await batches.find({ o: endpointRange(endpointId) }).sort({ o: 1 }).limit(1).toArray();
           if (batch === undefined) break;
-          await moveOne(batch);
-          n += batch.events.length;
+          n += await moveOne(batch);
         }
         return n;
       });

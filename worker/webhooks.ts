@@ -70,6 +70,7 @@ export async function startWebhooks(config: Config, deps: { readonly db: Db; rea
     logger,
     maxInFlight: config.webhookMaxInFlight,
     ...(deps.writing === undefined ? {} : { writing: deps.writing }),
+    burstYieldMs: config.webhookBurstYieldMs,
     intervalMs: config.webhookDispatchMs,
     keepDeliveredMs: config.webhookKeepDeliveredS * 1000,
     // The outcome of every delivery is in MongoDB: Redis keeps no finished job.

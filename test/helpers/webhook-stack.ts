@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { MongoNetworkError, type Db } from 'mongodb';
 import { COLLECTIONS } from '../../shared/mongo.js';
-import type { BatchDoc, BatchedEvent } from '../../shared/webhook-outbox.js';
+import { decodeBatch, type BatchDoc, type BatchedEvent } from '../../shared/webhook-outbox.js';
 import { OTHER_KEY, TEST_KEY } from './env.js';
 import type { HttpResult, Stack } from './stack.js';
 import type { ReceivedWebhook, WebhookReceiver } from './webhook-receiver.js';
@@ -95,6 +95,6 @@ export type OutboxEvent = BatchedEvent & { readonly endpoint_id: string };
 /** Every event appended and not pruned: the outbox's deliveries and the events still in their batches. */
 export async function outboxEvents(db: Db): Promise<OutboxEvent[]> {
   const moved = await db.collection<OutboxEvent>(COLLECTIONS.webhookOutbox).find({}).toArray();
-  const batched = (await db.collection<BatchDoc>(COLLECTIONS.webhookBatches).find({}).toArray()).flatMap((b) => b.events.map((e) => ({ ...e, endpoint_id: b.endpoint_id })));
+  const batched = (await db.collection<BatchDoc>(COLLECTIONS.webhookBatches).find({}).toArray()).flatMap((b) => decodeBatch(b).map((e) => ({ ...e, endpoint_id: b.endpoint_id })));
   return [...moved, ...batched];
 }

@@ -7,6 +7,7 @@ import { decodeJob } from '../../shared/job-payload.js';
 import { COLLECTIONS } from '../../shared/mongo.js';
 import { orderFloorAt } from '../../shared/order-clock.js';
 import { appKeyPrefix } from '../../shared/redis-keys.js';
+import { decodeBatch } from '../../shared/webhook-outbox.js';
 import { WEBHOOK_EVENT_TYPES } from '../../shared/webhook-events.js';
 import { createCompletionTracker } from '../../worker/completion.js';
 import { createCompletionEvents } from '../../worker/completion-events.js';
@@ -262,7 +263,7 @@ describe('webhooks: record.completed', function () {
 
     /** The worker's writer, completion and outbox on the real store, whose outbox is unreachable for the first append holding a record.completed. */
     function writerWithOutage() {
-      const failing = failingFirstInsert(stack.db, COLLECTIONS.webhookBatches, (docs) => docs.some((d) => d.events.some((e) => e.event_type === 'record.completed')));
+      const failing = failingFirstInsert(stack.db, COLLECTIONS.webhookBatches, (docs) => docs.some((d) => decodeBatch(d).some((e) => e.event_type === 'record.completed')));
       const outbox = createEventOutbox({ db: failing.db, subscriptions: stack.worker!.webhooks.subscriptions, logger: silentLogger });
       const completion = createCompletionTracker({
         db: stack.db,
