@@ -74,5 +74,10 @@ export function eventId(event: Pick<StoredEvent, 'type' | 'subjectId' | 'seq'>):
 
 /** The body sent: `{type, timestamp, data}`. */
 export function eventBody(event: StoredEvent): string {
-  return JSON.stringify({ type: event.type, timestamp: event.at.toISOString(), data: event.data });
+  return eventBodyText(event.type, event.at.toISOString(), event.data);
+}
+
+/** {@link eventBody} from its parts (`timestamp` as ISO 8601): the same bytes for the same JSON data. */
+export function eventBodyText(type: WebhookEventType, timestamp: string, data: unknown): string {
+  return JSON.stringify({ type, timestamp, data });
 }

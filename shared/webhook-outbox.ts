@@ -1,7 +1,7 @@
 import { promisify } from 'node:util';
 import { constants, deflateRaw, deflateRawSync, inflateRawSync } from 'node:zlib';
 import { Binary } from 'mongodb';
-import type { WebhookEventType } from './webhook-events.js';
+import { EVENT_RANK, eventBodyText, type StoredEvent, type WebhookEventType } from './webhook-events.js';
 
 /*
  * The webhook outbox's document (`webhook_outbox`, one per endpoint and event) and its keys: what
@@ -98,7 +98,7 @@ export interface BatchDoc {
   o: string;
   /** How many events `z` holds. */
   n: number;
-  /** The events ({@link BatchedEvent}[]) as deflate-raw of their JSON ({@link encodeBatch}). */
+  /** The events as deflate-raw of their lines ({@link encodeBatch}, {@link decodeBatch}). */
   z: Binary;
   created_at: Date;
 }
@@ -112,14 +112,49 @@ export function batchOrder(endpointId: string, ms: number, processId: string, n:
 const DEFLATE_ON_LOOP_MAX_LENGTH = 64 * 1024;
 const deflateRawAsync = promisify(deflateRaw);
 
-/** {@link BatchDoc.z} of these events (level 1: the fastest; events of one round share most of their text). */
-export async function encodeBatch(events: readonly BatchedEvent[]): Promise<Binary> {
-  const json = JSON.stringify(events);
+/**
+ * One event in a batch, as stored: its delivery's fields and its `data`. The body is built from
+ * them when the fan-out moves the event ({@link decodeBatch}, the same bytes as `eventBody`), so a
+ * store round serializes each event's data once, and not as a string inside a string.
+ */
+interface BatchLine {
+  readonly id: string;
+  readonly type: WebhookEventType;
+  readonly key: string;
+  readonly subject: string;
+  readonly seq: number;
+  readonly rank: number;
+  readonly dataset: string;
+  /** The body's `timestamp`. */
+  readonly at: string;
+  readonly data: unknown;
+}
+
+/** The line of an event in its batch (JSON, never holding a raw line break). */
+export function batchLine(event: StoredEvent, id: string): string {
+  const line: BatchLine = { id, type: event.type, key: event.recordId, subject: event.subjectId, seq: event.seq, rank: EVENT_RANK[event.type], dataset: event.datasetId, at: event.at.toISOString(), data: event.data };
+  return JSON.stringify(line);
+}
+
+/** {@link BatchDoc.z} of these lines, in their order (level 1: the fastest; events of one round share most of their text). */
+export async function encodeBatch(lines: readonly string[]): Promise<Binary> {
+  const text = lines.join('\n');
   const options = { level: constants.Z_BEST_SPEED };
-  return new Binary(json.length <= DEFLATE_ON_LOOP_MAX_LENGTH ? deflateRawSync(json, options) : await deflateRawAsync(json, options));
+  return new Binary(text.length <= DEFLATE_ON_LOOP_MAX_LENGTH ? deflateRawSync(text, options) : await deflateRawAsync(text, options));
+}
+
+/** The lines of a batch, in their order. */
+export function batchLines(doc: Pick<BatchDoc, 'z'>): string[] {
+  return inflateRawSync(doc.z.buffer).toString('utf8').split('\n');
+}
+
+/** A line's event, with the body it is sent with. */
+export function lineEvent(text: string): BatchedEvent {
+  const l = JSON.parse(text) as BatchLine;
+  return { event_id: l.id, event_type: l.type, key: l.key, subject_id: l.subject, seq: l.seq, rank: l.rank, dataset_id: l.dataset, body: eventBodyText(l.type, l.at, l.data) };
 }
 
 /** The events of a batch, in their order. */
 export function decodeBatch(doc: Pick<BatchDoc, 'z'>): BatchedEvent[] {
-  return JSON.parse(inflateRawSync(doc.z.buffer).toString('utf8')) as BatchedEvent[];
+  return batchLines(doc).map(lineEvent);
 }

@@ -1,6 +1,6 @@
 import type { Db } from 'mongodb';
 import { COLLECTIONS } from '../shared/mongo.js';
-import { decodeBatch, encodeBatch, type BatchDoc, type BatchedEvent, type DeliveryDoc } from '../shared/webhook-outbox.js';
+import { batchLines, encodeBatch, lineEvent, type BatchDoc, type BatchedEvent, type DeliveryDoc } from '../shared/webhook-outbox.js';
 import type { WebhookEventType } from '../shared/webhook-events.js';
 import type { ErasedResponse } from './erasure-guard.js';
 import { storeCall } from './errors.js';
@@ -50,9 +50,12 @@ export function createOutboxEraser(db: Db, lock: FanOutLock): OutboxEraser {
       storeCall(async () => {
         // A cursor of a few batches at a time: memory does not grow with the backlog.
         for await (const batch of batches.find({}, { batchSize: 20 })) {
-          const events = decodeBatch(batch);
-          const kept = events.filter((e) => !any.some((m) => matches(m, e)));
-          if (kept.length === events.length) continue;
+          const lines = batchLines(batch);
+          const kept = lines.filter((line) => {
+            const e = lineEvent(line);
+            return !any.some((m) => matches(m, e));
+          });
+          if (kept.length === lines.length) continue;
           if (kept.length === 0) await batches.deleteOne({ _id: batch._id });
           else await batches.updateOne({ _id: batch._id }, { $set: { z: await encodeBatch(kept), n: kept.length } });
         }

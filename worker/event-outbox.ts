@@ -2,20 +2,18 @@ import { randomBytes } from 'node:crypto';
 import type { Binary, Db } from 'mongodb';
 import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
-import { batchOrder, encodeBatch, type BatchDoc, type BatchedEvent } from '../shared/webhook-outbox.js';
-import { EVENT_RANK, eventBody, eventId, type StoredEvent, type WebhookEventType } from '../shared/webhook-events.js';
+import { batchLine, batchOrder, encodeBatch, type BatchDoc } from '../shared/webhook-outbox.js';
+import { EVENT_RANK, eventId, type StoredEvent, type WebhookEventType } from '../shared/webhook-events.js';
 import { STORE_MAX_DOCUMENT_BYTES } from './document-size.js';
 import { storeCall } from './errors.js';
 import type { WebhookSubscriptions } from './webhook-subscriptions.js';
 
 /** Events per batch document at most: a fan-out moves one batch at a time, so this is how far ahead of the deliveries it may run. */
 export const BATCH_EVENTS = 500;
-/** Bytes of event bodies per batch document at most: well within the store's 16 MiB, so that a batch is never refused for its size. */
+/** Characters of event lines per batch document at most, before deflating (deflated, well within the store's 16 MiB, so that a batch is never refused for its size). */
 export const BATCH_BODY_BYTES = 8 * 1024 * 1024;
-/** A body larger than this is refused alone (it would not fit a document of the store with its fields). */
+/** An event larger than this is refused alone (its body would not fit a delivery document of the store with its fields). */
 const MAX_BODY_BYTES = STORE_MAX_DOCUMENT_BYTES - 64 * 1024;
-/** What a batched event costs its batch besides the body (ids, type, order). */
-const EVENT_OVERHEAD_BYTES = 300;
 
 /**
  * The outbox of webhook events. A store round (an erasure's removal, a completion) appends its
@@ -56,43 +54,46 @@ export function createEventOutbox(options: {
   // given its order, so the fan-out can never move a later batch of this process before an earlier.
   let turn: Promise<unknown> = Promise.resolve();
 
-  type Batch = { readonly endpoint_id: string; readonly events: BatchedEvent[] };
+  /** One endpoint's events of one append, as the lines of its batch ({@link batchLine}) with their bytes. */
+  type Batch = { readonly endpoint_id: string; readonly lines: string[] };
   function batches(events: readonly StoredEvent[]): { docs: Batch[]; rejected: Map<string, number> } {
-    const byEndpoint = new Map<string, BatchedEvent[]>();
+    const byEndpoint = new Map<string, { line: string; bytes: number }[]>();
     const rejected = new Map<string, number>();
     // In the dispatcher's order, (seq, rank): a record's later event never goes before an earlier one.
     for (const event of [...events].sort((a, b) => a.seq - b.seq || EVENT_RANK[a.type] - EVENT_RANK[b.type])) {
       const endpoints = options.subscriptions.matching(event.type, event.datasetId);
       if (endpoints.length === 0) continue;
       const id = eventId(event);
-      const body = eventBody(event);
-      if (Buffer.byteLength(body) > MAX_BODY_BYTES) {
+      const line = batchLine(event, id);
+      // The line holds the body's data and about 300 bytes more: a bound on the body's bytes. Its
+      // UTF-8 is at most 3 bytes a character: counted only when that bound is not enough.
+      const bytes = line.length * 3 <= MAX_BODY_BYTES ? line.length : Buffer.byteLength(line);
+      if (bytes > MAX_BODY_BYTES) {
         // Only an event MongoDB cannot hold: the write itself is stored.
         for (const endpoint of endpoints) rejected.set(endpoint._id, (rejected.get(endpoint._id) ?? 0) + 1);
-        options.logger.error({ event_id: id, bytes: Buffer.byteLength(body) }, 'webhook event larger than the store holds; not delivered');
+        options.logger.error({ event_id: id, bytes }, 'webhook event larger than the store holds; not delivered');
         continue;
       }
       for (const endpoint of endpoints) {
         const list = byEndpoint.get(endpoint._id) ?? [];
-        list.push({ event_id: id, event_type: event.type, key: event.recordId, subject_id: event.subjectId, seq: event.seq, rank: EVENT_RANK[event.type], dataset_id: event.datasetId, body });
+        list.push({ line, bytes });
         byEndpoint.set(endpoint._id, list);
       }
     }
     const docs: Batch[] = [];
     for (const [endpointId, list] of byEndpoint) {
-      let current: BatchedEvent[] = [];
-      let bytes = 0;
-      for (const e of list) {
-        const size = Buffer.byteLength(e.body) + EVENT_OVERHEAD_BYTES;
-        if (current.length > 0 && (current.length >= BATCH_EVENTS || bytes + size > BATCH_BODY_BYTES)) {
-          docs.push({ endpoint_id: endpointId, events: current });
+      let current: string[] = [];
+      let total = 0;
+      for (const { line, bytes } of list) {
+        if (current.length > 0 && (current.length >= BATCH_EVENTS || total + bytes > BATCH_BODY_BYTES)) {
+          docs.push({ endpoint_id: endpointId, lines: current });
           current = [];
-          bytes = 0;
+          total = 0;
         }
-        current.push(e);
-        bytes += size;
+        current.push(line);
+        total += bytes;
       }
-      if (current.length > 0) docs.push({ endpoint_id: endpointId, events: current });
+      if (current.length > 0) docs.push({ endpoint_id: endpointId, lines: current });
     }
     return { docs, rejected };
   }
@@ -102,7 +103,7 @@ export function createEventOutbox(options: {
     lastMs = Math.max(lastMs, now.getTime());
     const full: BatchDoc[] = docs.map((d, i) => {
       const o = batchOrder(d.endpoint_id, lastMs, processId, count++);
-      return { _id: `${d.endpoint_id}.${o.slice(d.endpoint_id.length + 1).replaceAll('|', '.')}`, o, endpoint_id: d.endpoint_id, n: d.events.length, z: packed[i]!, created_at: now };
+      return { _id: `${d.endpoint_id}.${o.slice(d.endpoint_id.length + 1).replaceAll('|', '.')}`, o, endpoint_id: d.endpoint_id, n: d.lines.length, z: packed[i]!, created_at: now };
     });
     // Ordered: a fan-out reading meanwhile sees a prefix of them, never a later one without an earlier.
     // A retry after a partial failure appends them again under new ids: the fan-out keeps each event once.
@@ -118,11 +119,11 @@ export function createEventOutbox(options: {
       for (const [endpoint, n] of rejected) options.onOutcome?.(endpoint, 'append_rejected', n);
       if (docs.length === 0) return;
       // Deflated before the turn: rounds compress side by side, and only the insert waits for the earlier append.
-      const packed = await Promise.all(docs.map((d) => encodeBatch(d.events)));
+      const packed = await Promise.all(docs.map((d) => encodeBatch(d.lines)));
       const mine = turn.then(() => store(docs, packed));
       turn = mine.catch(() => undefined);
       await mine;
-      for (const d of docs) options.onOutcome?.(d.endpoint_id, 'appended', d.events.length);
+      for (const d of docs) options.onOutcome?.(d.endpoint_id, 'appended', d.lines.length);
       options.onAppended?.();
     },
   };
