@@ -29,6 +29,8 @@ const WRITES = num('--writes', 10_000);
 const ROUNDS = num('--rounds', 3);
 /** Stop the worker as soon as the burst is drained, without waiting for the deliveries (for a CPU profile of the drain alone). */
 const DRAIN_ONLY = argv.includes('--drain-only');
+/** `--only on|off`: one side only (for a CPU profile of it); no ratio then. */
+const ONLY = argv.includes('--only') ? argv[argv.indexOf('--only') + 1] : undefined;
 const BASE_DOCS = 10_000;
 /** WEBHOOK_* settings of this shell reach the worker (e.g. WEBHOOK_MAX_IN_FLIGHT=400 npm run bench:webhooks). */
 const WEBHOOK_ENV = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[0].startsWith('WEBHOOK_') && e[1] !== undefined));
@@ -71,6 +73,7 @@ async function main(): Promise<void> {
       const burst = buildBurst(WRITES, 'usual', base.targets);
       const row = { round, off: 0, on: 0, events: 0, cpuOff: 0, cpuOn: 0, storeOff: 0, storeOn: 0, cmdOff: 0, cmdOn: 0, deliveredInDrain: 0, allDeliveredS: 0, cpuAll: 0, storeAll: 0 };
       for (const variant of round % 2 === 1 ? (['off', 'on'] as const) : (['on', 'off'] as const)) {
+        if (ONLY !== undefined && variant !== ONLY) continue;
         const db = `webhooks_${n++}`;
         await seedDb(mon.client.db(db), base);
         const storeCpu0 = storeCpuSeconds(store.postgresPort);

@@ -28,7 +28,7 @@ export const WORKER_INDEXES: readonly { readonly collection: string; readonly in
   { collection: COLLECTIONS.records, index: { key: { creator_user_id: 1, seq: 1 }, name: 'creator_seq' } },
   // Webhook deliveries (shared/webhook-outbox.ts DeliveryDoc): a record's deliveries to an endpoint, the dispatcher's scan of an
   // endpoint's pending ones in order, and its deliveries in flight. Each one field: DocumentDB costs an index entry by the fields
-  // of its key, on every insert and status change, and the outbox takes about two inserts per write (docs/webhooks.md#speed).
+  // of its key, on every insert and status change, and the fan-out inserts one per event (docs/webhooks.md#speed).
   // `q` and `f` are on a delivery only while pending, resp. queued: sparse.
   { collection: COLLECTIONS.webhookOutbox, index: { key: { k: 1 }, name: 'endpoint_record' } },
   { collection: COLLECTIONS.webhookOutbox, index: { key: { q: 1 }, name: 'pending_order', sparse: true } },
