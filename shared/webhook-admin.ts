@@ -112,7 +112,7 @@ export interface WebhookAdmin {
   create(input: WebhookEndpointInput): Promise<WebhookEndpointCreated>;
   list(): Promise<WebhookEndpointList>;
   get(id: string): Promise<WebhookEndpointDoc | undefined>;
-  /** Deletes the endpoint and its outbox entries; false when there was none. */
+  /** Deletes the endpoint, its outbox entries and its batches; false when there was none. */
   remove(id: string): Promise<boolean>;
   deliveries(id: string, query: DeliveryListQuery): Promise<DeliveryList>;
   /** Puts the endpoint's failed and held deliveries back to pending (attempts reset); returns how many. */

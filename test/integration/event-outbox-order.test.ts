@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { MongoClient, type Db } from 'mongodb';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
+import { createWebhookAdmin } from '../../shared/webhook-admin.js';
 import type { WebhookEndpointDoc } from '../../shared/webhook-admin.js';
 import { decodeBatch, type BatchDoc, type DeliveryDoc } from '../../shared/webhook-outbox.js';
 import type { StoredEvent } from '../../shared/webhook-events.js';
@@ -171,6 +172,24 @@ describe('webhook outbox: a round\'s events become visible in order', () => {
     const outbox = await db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox).find({}).toArray();
     const batched = (await db.collection<BatchDoc>(COLLECTIONS.webhookBatches).find({}).toArray()).flatMap(decodeBatch);
     expect([...outbox, ...batched].map((e) => e.event_type), 'only the record\'s own event is left').to.deep.equal(['record.created']);
+  });
+
+  it('the admin API counts events still in their batches as pending, and deleting the endpoint deletes its batches too', async () => {
+    const admin = createWebhookAdmin({ db });
+    const created = await admin.create({ url: 'http://127.0.0.1:9/hook', events: ['record.created'] });
+    const mine = { ...ENDPOINT, _id: created.id };
+    const subscriptions = { ...ONE_ENDPOINT, matching: () => [mine], all: () => [mine] } as WebhookSubscriptions;
+    const at = new Date();
+    await createEventOutbox({ db, subscriptions, logger: silentLogger }).append(Array.from({ length: 3 }, (_, i): StoredEvent => ({ type: 'record.created', seq: 100 + i, recordId: `rec_c${i}`, subjectId: `rec_c${i}`, datasetId: 'ds', at, data: {} as never })));
+    const pending = async () => (await admin.list()).items.find((e) => e.id === created.id)!.deliveries.pending;
+    expect(await pending(), 'three events, none moved yet').to.equal(3);
+    expect(await createWebhookFanOut({ db, lock, logger: silentLogger }).move(created.id, 1)).to.equal(3);
+    expect(await pending(), 'the same three, now in the outbox').to.equal(3);
+    await createEventOutbox({ db, subscriptions, logger: silentLogger }).append([{ type: 'record.created', seq: 200, recordId: 'rec_c9', subjectId: 'rec_c9', datasetId: 'ds', at, data: {} as never }]);
+    expect(await pending()).to.equal(4);
+    expect(await admin.remove(created.id)).to.equal(true);
+    expect(await db.collection(COLLECTIONS.webhookBatches).countDocuments({ endpoint_id: created.id })).to.equal(0);
+    expect(await db.collection(COLLECTIONS.webhookOutbox).countDocuments({ endpoint_id: created.id })).to.equal(0);
   });
 });
 
