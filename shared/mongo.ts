@@ -69,6 +69,11 @@ export function primaryDb(handle: MongoHandle): Db {
   return handle.client.db(handle.db.databaseName, { readPreference: 'primary' });
 }
 
+/** How long a socket of the service's MongoDB clients may stay silent: 6× MONGODB_TIMEOUT_MS, at least 30 s. */
+export function socketTimeoutMs(config: Pick<Config, 'mongodbTimeoutMs'>): number {
+  return Math.max(config.mongodbTimeoutMs * 6, 30_000);
+}
+
 /** Connects lazily: the driver reconnects by itself after an outage. */
 export function createMongo(config: Pick<Config, 'mongodbUri' | 'mongodbDatabase' | 'mongodbTimeoutMs'> & MongoDurabilitySettings): MongoHandle {
   const client = new MongoClient(config.mongodbUri, {
@@ -76,7 +81,7 @@ export function createMongo(config: Pick<Config, 'mongodbUri' | 'mongodbDatabase
     ...mongoDurabilityOptions(config),
     serverSelectionTimeoutMS: config.mongodbTimeoutMs,
     connectTimeoutMS: config.mongodbTimeoutMs,
-    socketTimeoutMS: Math.max(config.mongodbTimeoutMs * 6, 30_000),
+    socketTimeoutMS: socketTimeoutMs(config),
     // Retried once by the driver after a replica-set election or a lost connection (MongoDB
     // replica sets and sharded clusters); a standalone server (FerretDB) offers no retryable
     // writes and the driver then sends none. Our writes are idempotent either way, and a write

@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { Config } from '../shared/config.js';
 import { createDeadLetterStore } from '../shared/dead-letters.js';
 import type { Logger } from '../shared/logger.js';
-import { createMongo, primaryDb, type MongoHandle } from '../shared/mongo.js';
+import { createMongo, primaryDb, socketTimeoutMs, type MongoHandle } from '../shared/mongo.js';
 import { sleep } from '../shared/process.js';
 import { logConnections } from '../shared/redact-url.js';
 import { checkEvictionPolicy, checkPersistence, createRedis, type RedisClient } from '../shared/redis.js';
@@ -123,7 +123,8 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     },
   };
   const eraser = createEraser({ db: primaryDb(mongo), redis, appKeyPrefix: appKeyPrefix(config), ids: createIdMinter(config.idSigningSecrets), logger, settleMs: config.erasureSettleMs, ...erasureHooks });
-  const writer = createFeedbackWriter({ db: primaryDb(mongo), logger, completion, historyMax: config.responseHistoryMax, erasures: createErasureGuard({ db: primaryDb(mongo), ...erasureHooks }), events: webhooks.roundEvents });
+  // Twice the sockets' timeout: every store call of a round has had the chance to time out on its own.
+  const writer = createFeedbackWriter({ db: primaryDb(mongo), logger, roundDeadlineMs: 2 * socketTimeoutMs(config), completion, historyMax: config.responseHistoryMax, erasures: createErasureGuard({ db: primaryDb(mongo), ...erasureHooks }), events: webhooks.roundEvents });
   writerBusy = () => writer.busy();
   // The store is shared by every shard: when it is down, every shard's queue waits.
   // A client the driver never reconnects gets a new topology (worker/store-reconnect.ts); only our own client.

@@ -1,6 +1,7 @@
 import type { Db } from 'mongodb';
 import { createGroupCommit } from '../shared/group-commit.js';
 import type { Logger } from '../shared/logger.js';
+import { TransientStoreError } from './errors.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import {
   isRecordWrite,
@@ -45,6 +46,44 @@ export interface FeedbackWriter {
 
 /** A round this large means writes are waiting for the worker (jobs merge into rounds of up to 2,000). */
 export const BACKLOG_ROUND_WRITES = 200;
+/** A store round running this long is logged (and again every as long) with the step it waits in. */
+export const ROUND_WATCH_MS = 30_000;
+/** Default of {@link FeedbackWriterOptions.roundDeadlineMs}. */
+export const ROUND_DEADLINE_MS = 60_000;
+
+/** A store round that did not settle within its deadline: its jobs wait and run again, as in an outage. */
+export class RoundDeadlineError extends TransientStoreError {
+  constructor(ms: number, step: string) {
+    super(new Error(`store round did not settle within ${ms} ms (waiting in step: ${step})`));
+    this.name = 'RoundDeadlineError';
+  }
+}
+
+/** Where a store round is: for the log of one that runs long, and its deadline. */
+interface RoundStep {
+  step: string;
+  /** When it entered the step, ms. */
+  since: number;
+  /** Waiting for rounds before it (their own deadlines bound that), not for the store. */
+  waiting: boolean;
+  enter(step: string): void;
+  wait(step: string): void;
+}
+
+function roundStep(): RoundStep {
+  return {
+    step: 'start',
+    since: Date.now(),
+    waiting: false,
+    enter(step) {
+      Object.assign(this, { step, since: Date.now(), waiting: false });
+    },
+    wait(step) {
+      Object.assign(this, { step, since: Date.now(), waiting: true });
+    },
+  };
+}
+
 /** How long after such a round the writer still counts as busy, ms. */
 export const BUSY_AFTER_MS = 250;
 
@@ -53,6 +92,16 @@ interface FeedbackWriterOptions {
   readonly logger: Logger;
   /** Most writes per store round. Default 2000. */
   readonly maxBatchWrites?: number;
+  /**
+   * A store round that stays this long in one step of its own (a store call not settled; waiting
+   * for the rounds before it does not count) is given up as an outage (its jobs wait and run
+   * again; every write is idempotent), so that a store call that never settles cannot hold every
+   * later round, which take turns behind it. Seen in CI (2026-11-26, 'FerretDB stopped 30 s', about
+   * one run in five): after the store came back, the worker's client answered a ping but the
+   * rounds under way never settled, for minutes, although every socket times out. Default
+   * {@link ROUND_DEADLINE_MS}; the worker gives twice its sockets' timeout.
+   */
+  readonly roundDeadlineMs?: number;
   /** Records remembered as stored, so their responses need no read. Default 100000. */
   readonly recordCacheSize?: number;
   /** Keeps records' completion status (worker/completion.ts); absent = records stay `submitted`. */
@@ -88,9 +137,10 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
    * (and its record.completed) once the round before it appended its own, and `eventsDone` passes
    * that turn on.
    */
-  async function store(items: readonly SequencedWrite[], earlier: Promise<unknown>, turn: Promise<unknown>, done: () => void, events: Promise<unknown>, eventsDone: () => void): Promise<WriteResult[]> {
+  async function store(items: readonly SequencedWrite[], earlier: Promise<unknown>, turn: Promise<unknown>, done: () => void, events: Promise<unknown>, eventsDone: () => void, at: RoundStep): Promise<WriteResult[]> {
     const results: (WriteResult | undefined)[] = new Array<WriteResult | undefined>(items.length);
     const guard = options.erasures;
+    at.enter('tombstones');
     const before = guard === undefined ? NO_TOMBSTONES : await guard.tombstones(items);
     const coveredBefore = new Map<number, Tombstone>();
     for (const [i, item] of items.entries()) {
@@ -106,6 +156,7 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     const inRound = new Set(items.filter(isRecordWrite).map((i) => i.write.record_id));
     const completion = options.completion?.round();
     const inserted = new Set<string>();
+    at.enter('records');
     const [, datasets] = await Promise.all([
       storeRecords(items, results, completion, inserted, notes),
       lookup.datasetsOf(items.filter((i) => !isRecordWrite(i)).map((i) => i.write.record_id).filter((id) => !inRound.has(id))),
@@ -117,7 +168,9 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     // are stored (and remembered), so look again before deferring their responses to a retry.
     const missing = [...new Set(items.filter((i) => !isRecordWrite(i) && !datasets.has(i.write.record_id)).map((i) => i.write.record_id))];
     if (missing.length > 0) {
+      at.wait('earlier rounds');
       await earlier;
+      at.enter('records again');
       for (const [id, datasetId] of await lookup.datasetsOf(missing)) datasets.set(id, datasetId);
     }
     for (const [i, item] of items.entries()) {
@@ -133,24 +186,30 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     // Suggestions go in their own commands beside the responses' (worker/suggestions.ts).
     // In the rounds' order: versions of a response in consecutive rounds are written in acceptance
     // order, so each finds the one before it stored and keeps it in the history.
+    at.wait('responses turn');
     await turn;
+    at.enter('responses');
     const [suggested] = await Promise.all([suggestionRound.store(items, datasets, (i) => results[i] === undefined), responseRound.store(items, results, datasets, notes)]).finally(done);
     for (const [i, outcome] of suggested) {
       if (isSuggestionWrite(items[i]!)) results[i] = outcome.kind === 'stale' ? { kind: 'stale', newer: undefined } : outcome;
       else if (outcome.kind === 'rejected' && results[i]?.kind !== 'rejected') results[i] = outcome;
     }
+    at.enter('erasure check');
     if (guard !== undefined) await removeCovered(guard, items, datasets, results, coveredBefore);
     if (notes !== undefined) {
       // In the rounds' order: a record's events appended by the round after this one (an update of
       // a response this round created) must not become visible before this round's, or the
       // dispatcher would send the later one and drop the earlier as older (worker/event-outbox.ts).
+      at.wait('events turn');
       await events;
+      at.enter('events');
       // No event for a write an erasure removed again after the round stored it.
       const kept = (list: number[]) => list.filter((i) => results[i]?.kind !== 'erased');
       await options.events!.emit({ items, records: notes.records.filter((r) => results[r.index]?.kind !== 'erased'), insertedResponses: kept(notes.insertedResponses), maybeStored: kept(notes.maybeStored) });
     }
     // After the round's events: a record.completed appended (and sent) before the events of the
     // responses it counts would make them look older than a delivered event of their record.
+    at.enter('completion');
     if (completion !== undefined) await completion.finish(...touchedRecords(items, results, datasets, inserted));
     eventsDone();
     return results.map((r, i) => {
@@ -268,7 +327,30 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     const events = eventsTurn;
     let eventsDone!: () => void;
     eventsTurn = Promise.all([events, new Promise<void>((resolve) => (eventsDone = resolve))]);
-    const round = store(jobs.flat(), earlier, turn, done, events, eventsDone).finally(() => {
+    const where = roundStep();
+    const startedAt = Date.now();
+    const deadlineMs = options.roundDeadlineMs ?? ROUND_DEADLINE_MS;
+    let lastWarned = startedAt;
+    let giveUp!: (err: Error) => void;
+    const givenUp = new Promise<never>((_, reject) => (giveUp = reject));
+    // A round the store never answers would hold every later one (they take turns): say where it
+    // waits once it runs long, and give it up once one store step of its own has not settled for the deadline.
+    const watch = setInterval(() => {
+      const now = Date.now();
+      if (!where.waiting && now - where.since >= deadlineMs) {
+        logger.error({ running_ms: now - startedAt, step: where.step }, 'store round given up: a store call did not settle; its jobs run again');
+        giveUp(new RoundDeadlineError(deadlineMs, where.step));
+      } else if (now - lastWarned >= ROUND_WATCH_MS) {
+        lastWarned = now;
+        logger.warn({ writes: jobs.reduce((n, items) => n + items.length, 0), running_ms: now - startedAt, step: where.step }, 'store round still running');
+      }
+    }, Math.max(10, Math.min(ROUND_WATCH_MS, deadlineMs) / 4));
+    watch.unref();
+    const stored = store(jobs.flat(), earlier, turn, done, events, eventsDone, where);
+    // A round given up may still settle later: what it then writes is guarded like any late write (by `seq`).
+    stored.catch(() => undefined);
+    const round = Promise.race([stored, givenUp]).finally(() => {
+      clearInterval(watch);
       done();
       eventsDone();
     });
