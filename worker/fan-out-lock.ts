@@ -23,7 +23,7 @@ export class FanOutLockBusyError extends TransientStoreError {
 }
 
 export interface FanOutLock {
-  /** Runs `fn` holding the lock if it is free now; undefined (fn not run) if another holds it. */
+  /** Runs `fn` holding the lock if it is free now; undefined (fn not run) if another holds it. Redis unreachable: TransientStoreError. */
   tryWith<T>(fn: () => Promise<T>): Promise<T | undefined>;
   /** Runs `fn` holding the lock, waiting for it up to the lock's lifetime; throws FanOutLockBusyError after that. */
   with<T>(fn: () => Promise<T>): Promise<T>;
@@ -36,7 +36,12 @@ export function createFanOutLock(options: { readonly redis: RedisClient; readonl
 
   async function take(): Promise<string | undefined> {
     const token = randomBytes(12).toString('hex');
-    return (await redis.set(key, token, 'PX', ttlMs, 'NX')) === 'OK' ? token : undefined;
+    try {
+      return (await redis.set(key, token, 'PX', ttlMs, 'NX')) === 'OK' ? token : undefined;
+    } catch (err) {
+      // Redis unreachable: the caller's job waits and runs again, as in a store outage, without using an attempt.
+      throw new TransientStoreError(err);
+    }
   }
   async function holding<T>(token: string, fn: () => Promise<T>): Promise<T> {
     try {
