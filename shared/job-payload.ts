@@ -1,6 +1,6 @@
-import { promisify } from 'node:util';
-import { deflateRaw, deflateRawSync, inflateRawSync, constants } from 'node:zlib';
+import { inflateRawSync } from 'node:zlib';
 import * as v from 'valibot';
+import { deflateText } from './deflate.js';
 import type { Write } from './writes.js';
 
 /** Version of the job payload; the worker refuses other versions (dead-letters them). */
@@ -37,7 +37,6 @@ interface DeflatedJobPayload {
 /** What a write job carries in Redis. */
 export type JobData = JobPayload | DeflatedJobPayload;
 
-const deflateRawAsync = promisify(deflateRaw);
 
 /** How the API packs the writes of a job. `deflate` is the default (see docs/ARCHITECTURE.md, "Compact jobs"). */
 export const JOB_COMPRESSIONS = ['deflate', 'none'] as const;
@@ -51,23 +50,13 @@ export type JobCompression = (typeof JOB_COMPRESSIONS)[number];
 const MAX_INFLATED_BYTES = 512 * 1024 * 1024;
 
 /**
- * JSON of a job's writes up to this length is deflated on the event loop, characters; longer on libuv's
- * thread pool. Handing a deflate to the pool costs about as much CPU again as the deflate itself
- * (a stream, a work item, a callback), which the usual job (tens of writes, tens of KiB, ~0.1 ms
- * of deflate) does not need; a job of many large writes still keeps the loop free.
- */
-const DEFLATE_ON_LOOP_MAX_LENGTH = 64 * 1024;
-
-/**
  * Packs the writes of one job. With `deflate`, the JSON of the writes is deflated (level 1: the
  * fastest; the writes of one job share most of their keys and much of their text) and carried as
  * base64, so Redis holds well under the JSON size per write.
  */
 export async function encodeJob(writes: readonly Write[], compression: JobCompression): Promise<JobData> {
   if (compression === 'none') return { v: JOB_PAYLOAD_VERSION, writes };
-  const json = JSON.stringify(writes);
-  const options = { level: constants.Z_BEST_SPEED };
-  const packed = json.length <= DEFLATE_ON_LOOP_MAX_LENGTH ? deflateRawSync(json, options) : await deflateRawAsync(json, options);
+  const packed = await deflateText(JSON.stringify(writes));
   return { v: JOB_PAYLOAD_VERSION_DEFLATE, n: writes.length, z: packed.toString('base64') };
 }
 

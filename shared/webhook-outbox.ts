@@ -1,6 +1,6 @@
-import { promisify } from 'node:util';
-import { constants, deflateRaw, deflateRawSync, inflateRawSync } from 'node:zlib';
+import { inflateRawSync } from 'node:zlib';
 import { Binary } from 'mongodb';
+import { deflateText } from './deflate.js';
 import { EVENT_RANK, eventBodyText, type StoredEvent, type WebhookEventType } from './webhook-events.js';
 
 /*
@@ -108,10 +108,6 @@ export function batchOrder(endpointId: string, ms: number, processId: string, n:
   return `${endpointId}|${String(ms).padStart(15, '0')}|${processId}|${String(n).padStart(12, '0')}`;
 }
 
-/** JSON up to this length is deflated on the event loop; longer on libuv's thread pool, as the API does with job payloads (shared/job-payload.ts). */
-const DEFLATE_ON_LOOP_MAX_LENGTH = 64 * 1024;
-const deflateRawAsync = promisify(deflateRaw);
-
 /**
  * One event in a batch, as stored: its delivery's fields and its `data`. The body is built from
  * them when the fan-out moves the event ({@link decodeBatch}, the same bytes as `eventBody`), so a
@@ -138,9 +134,7 @@ export function batchLine(event: StoredEvent, id: string): string {
 
 /** {@link BatchDoc.z} of these lines, in their order (level 1: the fastest; events of one round share most of their text). */
 export async function encodeBatch(lines: readonly string[]): Promise<Binary> {
-  const text = lines.join('\n');
-  const options = { level: constants.Z_BEST_SPEED };
-  return new Binary(text.length <= DEFLATE_ON_LOOP_MAX_LENGTH ? deflateRawSync(text, options) : await deflateRawAsync(text, options));
+  return new Binary(await deflateText(lines.join('\n')));
 }
 
 /** The lines of a batch, in their order. */

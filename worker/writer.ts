@@ -1,7 +1,6 @@
 import type { Db } from 'mongodb';
 import { createGroupCommit } from '../shared/group-commit.js';
 import type { Logger } from '../shared/logger.js';
-import { TransientStoreError } from './errors.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import {
   isRecordWrite,
@@ -20,6 +19,7 @@ import { createRecordLookup } from './record-lookup.js';
 import type { CompletionRound, CompletionTracker, TouchedRecord } from './completion.js';
 import { NO_TOMBSTONES, type ErasureGuard, type Tombstone } from './erasure-guard.js';
 import type { RoundEvents } from './round-events.js';
+import { ROUND_DEADLINE_MS, watchRound, type RoundStep } from './round-watch.js';
 
 /** What a round stored, for its webhook events (worker/round-events.ts); kept only while some endpoint is subscribed. */
 interface RoundNotes extends ResponseNotes {
@@ -46,44 +46,6 @@ export interface FeedbackWriter {
 
 /** A round this large means writes are waiting for the worker (jobs merge into rounds of up to 2,000). */
 export const BACKLOG_ROUND_WRITES = 200;
-/** A store round running this long is logged (and again every as long) with the step it waits in. */
-export const ROUND_WATCH_MS = 30_000;
-/** Default of {@link FeedbackWriterOptions.roundDeadlineMs}. */
-export const ROUND_DEADLINE_MS = 60_000;
-
-/** A store round that did not settle within its deadline: its jobs wait and run again, as in an outage. */
-export class RoundDeadlineError extends TransientStoreError {
-  constructor(ms: number, step: string) {
-    super(new Error(`store round did not settle within ${ms} ms (waiting in step: ${step})`));
-    this.name = 'RoundDeadlineError';
-  }
-}
-
-/** Where a store round is: for the log of one that runs long, and its deadline. */
-interface RoundStep {
-  step: string;
-  /** When it entered the step, ms. */
-  since: number;
-  /** Waiting for rounds before it (their own deadlines bound that), not for the store. */
-  waiting: boolean;
-  enter(step: string): void;
-  wait(step: string): void;
-}
-
-function roundStep(): RoundStep {
-  return {
-    step: 'start',
-    since: Date.now(),
-    waiting: false,
-    enter(step) {
-      Object.assign(this, { step, since: Date.now(), waiting: false });
-    },
-    wait(step) {
-      Object.assign(this, { step, since: Date.now(), waiting: true });
-    },
-  };
-}
-
 /** How long after such a round the writer still counts as busy, ms. */
 export const BUSY_AFTER_MS = 250;
 
@@ -92,15 +54,7 @@ interface FeedbackWriterOptions {
   readonly logger: Logger;
   /** Most writes per store round. Default 2000. */
   readonly maxBatchWrites?: number;
-  /**
-   * A store round that stays this long in one step of its own (a store call not settled; waiting
-   * for the rounds before it does not count) is given up as an outage (its jobs wait and run
-   * again; every write is idempotent), so that a store call that never settles cannot hold every
-   * later round, which take turns behind it. Seen in CI (2026-11-26, 'FerretDB stopped 30 s', about
-   * one run in five): after the store came back, the worker's client answered a ping but the
-   * rounds under way never settled, for minutes, although every socket times out. Default
-   * {@link ROUND_DEADLINE_MS}; the worker gives twice its sockets' timeout.
-   */
+  /** A store step of a round (not a wait for earlier rounds) taking this long gives the round up as an outage (worker/round-watch.ts). Default ROUND_DEADLINE_MS; the worker gives twice its sockets' timeout. */
   readonly roundDeadlineMs?: number;
   /** Records remembered as stored, so their responses need no read. Default 100000. */
   readonly recordCacheSize?: number;
@@ -327,30 +281,9 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     const events = eventsTurn;
     let eventsDone!: () => void;
     eventsTurn = Promise.all([events, new Promise<void>((resolve) => (eventsDone = resolve))]);
-    const where = roundStep();
-    const startedAt = Date.now();
-    const deadlineMs = options.roundDeadlineMs ?? ROUND_DEADLINE_MS;
-    let lastWarned = startedAt;
-    let giveUp!: (err: Error) => void;
-    const givenUp = new Promise<never>((_, reject) => (giveUp = reject));
-    // A round the store never answers would hold every later one (they take turns): say where it
-    // waits once it runs long, and give it up once one store step of its own has not settled for the deadline.
-    const watch = setInterval(() => {
-      const now = Date.now();
-      if (!where.waiting && now - where.since >= deadlineMs) {
-        logger.error({ running_ms: now - startedAt, step: where.step }, 'store round given up: a store call did not settle; its jobs run again');
-        giveUp(new RoundDeadlineError(deadlineMs, where.step));
-      } else if (now - lastWarned >= ROUND_WATCH_MS) {
-        lastWarned = now;
-        logger.warn({ writes: jobs.reduce((n, items) => n + items.length, 0), running_ms: now - startedAt, step: where.step }, 'store round still running');
-      }
-    }, Math.max(10, Math.min(ROUND_WATCH_MS, deadlineMs) / 4));
-    watch.unref();
-    const stored = store(jobs.flat(), earlier, turn, done, events, eventsDone, where);
-    // A round given up may still settle later: what it then writes is guarded like any late write (by `seq`).
-    stored.catch(() => undefined);
-    const round = Promise.race([stored, givenUp]).finally(() => {
-      clearInterval(watch);
+    // A round the store never answers would hold every later one (they take turns): worker/round-watch.ts.
+    const watch = { logger, deadlineMs: options.roundDeadlineMs ?? ROUND_DEADLINE_MS, writes: jobs.reduce((n, items) => n + items.length, 0) };
+    const round = watchRound(watch, (at) => store(jobs.flat(), earlier, turn, done, events, eventsDone, at)).finally(() => {
       done();
       eventsDone();
     });
