@@ -109,11 +109,12 @@ export function batchOrder(endpointId: string, ms: number, processId: string, n:
 }
 
 /**
- * One event in a batch, as stored: its delivery's fields and its `data`. The body is built from
- * them when the fan-out moves the event ({@link decodeBatch}, the same bytes as `eventBody`), so a
- * store round serializes each event's data once, and not as a string inside a string.
+ * One event in a batch, as stored (an event line): its delivery's fields and its `data`. The body
+ * is built from them when the fan-out moves the event (the same bytes as `eventBody`), so a store
+ * round serializes each event's data once, and not as a string inside a string. A batch may also
+ * hold write lines (worker/batch-lines.ts): a record write from which its events are built.
  */
-interface BatchLine {
+export interface BatchLine {
   readonly id: string;
   readonly type: WebhookEventType;
   readonly key: string;
@@ -128,7 +129,16 @@ interface BatchLine {
 
 /** The line of an event in its batch (JSON, never holding a raw line break). */
 export function batchLine(event: StoredEvent, id: string): string {
-  const line: BatchLine = { id, type: event.type, key: event.recordId, subject: event.subjectId, seq: event.seq, rank: EVENT_RANK[event.type], dataset: event.datasetId, at: event.at.toISOString(), data: event.data };
+  return eventLine(lineOf(event, id));
+}
+
+/** An event's line, as an object. */
+export function lineOf(event: StoredEvent, id: string): BatchLine {
+  return { id, type: event.type, key: event.recordId, subject: event.subjectId, seq: event.seq, rank: EVENT_RANK[event.type], dataset: event.datasetId, at: event.at.toISOString(), data: event.data };
+}
+
+/** The text of an event line. */
+export function eventLine(line: BatchLine): string {
   return JSON.stringify(line);
 }
 
@@ -142,13 +152,7 @@ export function batchLines(doc: Pick<BatchDoc, 'z'>): string[] {
   return inflateRawSync(doc.z.buffer).toString('utf8').split('\n');
 }
 
-/** A line's event, with the body it is sent with. */
-export function lineEvent(text: string): BatchedEvent {
-  const l = JSON.parse(text) as BatchLine;
+/** An event line's event, with the body it is sent with. */
+export function batchedEvent(l: BatchLine): BatchedEvent {
   return { event_id: l.id, event_type: l.type, key: l.key, subject_id: l.subject, seq: l.seq, rank: l.rank, dataset_id: l.dataset, body: eventBodyText(l.type, l.at, l.data) };
-}
-
-/** The events of a batch, in their order. */
-export function decodeBatch(doc: Pick<BatchDoc, 'z'>): BatchedEvent[] {
-  return batchLines(doc).map(lineEvent);
 }

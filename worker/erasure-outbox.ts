@@ -1,7 +1,8 @@
 import type { Db } from 'mongodb';
 import { COLLECTIONS } from '../shared/mongo.js';
-import { batchLines, encodeBatch, lineEvent, type BatchDoc, type BatchedEvent, type DeliveryDoc } from '../shared/webhook-outbox.js';
+import { batchLines, encodeBatch, eventLine, type BatchDoc, type BatchLine, type DeliveryDoc } from '../shared/webhook-outbox.js';
 import type { WebhookEventType } from '../shared/webhook-events.js';
+import { lineEvents } from './batch-lines.js';
 import type { ErasedResponse } from './erasure-guard.js';
 import { storeCall } from './errors.js';
 import type { FanOutLock } from './fan-out-lock.js';
@@ -35,7 +36,7 @@ export interface OutboxEraser {
 /** Events of these subjects (resp. records) and types. */
 type EventMatch = { readonly subjects?: ReadonlySet<string>; readonly records?: ReadonlySet<string>; readonly types: readonly WebhookEventType[] };
 
-const matches = (m: EventMatch, e: Pick<BatchedEvent, 'subject_id' | 'key' | 'event_type'>) => m.types.includes(e.event_type) && (m.subjects?.has(e.subject_id) === true || m.records?.has(e.key) === true);
+const matches = (m: EventMatch, e: Pick<BatchLine, 'subject' | 'key' | 'type'>) => m.types.includes(e.type) && (m.subjects?.has(e.subject) === true || m.records?.has(e.key) === true);
 function filterOf(m: EventMatch) {
   return { event_type: { $in: [...m.types] }, ...(m.subjects === undefined ? { key: { $in: [...m.records!] } } : { subject_id: { $in: [...m.subjects] } }) };
 }
@@ -50,14 +51,23 @@ export function createOutboxEraser(db: Db, lock: FanOutLock): OutboxEraser {
       storeCall(async () => {
         // A cursor of a few batches at a time: memory does not grow with the backlog.
         for await (const batch of batches.find({}, { batchSize: 20 })) {
-          const lines = batchLines(batch);
-          const kept = lines.filter((line) => {
-            const e = lineEvent(line);
-            return !any.some((m) => matches(m, e));
-          });
-          if (kept.length === lines.length) continue;
-          if (kept.length === 0) await batches.deleteOne({ _id: batch._id });
-          else await batches.updateOne({ _id: batch._id }, { $set: { z: await encodeBatch(kept), n: kept.length } });
+          // A line that stands for a matching event (a write line: for two) is written again as the event lines of the others.
+          let changed = false;
+          const kept: string[] = [];
+          let n = 0;
+          for (const line of batchLines(batch)) {
+            const events = lineEvents(line);
+            const left = events.filter((e) => !any.some((m) => matches(m, e)));
+            if (left.length === events.length) kept.push(line);
+            else {
+              changed = true;
+              kept.push(...left.map(eventLine));
+            }
+            n += left.length;
+          }
+          if (!changed) continue;
+          if (n === 0) await batches.deleteOne({ _id: batch._id });
+          else await batches.updateOne({ _id: batch._id }, { $set: { z: await encodeBatch(kept), n } });
         }
         await outbox.deleteMany({ $or: any.map(filterOf) });
       }),

@@ -4,6 +4,7 @@ import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { batchLine, batchOrder, encodeBatch, type BatchDoc } from '../shared/webhook-outbox.js';
 import { EVENT_RANK, eventId, type StoredEvent, type WebhookEventType } from '../shared/webhook-events.js';
+import { writeLines, type RecordWriteEvents, type WriteLineEvent } from './batch-lines.js';
 import { STORE_MAX_DOCUMENT_BYTES } from './document-size.js';
 import { storeCall } from './errors.js';
 import type { WebhookSubscriptions } from './webhook-subscriptions.js';
@@ -14,6 +15,16 @@ export const BATCH_EVENTS = 500;
 export const BATCH_BODY_BYTES = 8 * 1024 * 1024;
 /** An event larger than this is refused alone (its body would not fit a delivery document of the store with its fields). */
 const MAX_BODY_BYTES = STORE_MAX_DOCUMENT_BYTES - 64 * 1024;
+/**
+ * What an event's body may hold beyond its line: a write line lacks its events' envelope and
+ * their views' ISO times and status (about 200 bytes).
+ */
+const LINE_SLACK_BYTES = 1024;
+
+/** What a producer hands the outbox: an event, or a stored record write standing for its own events (worker/batch-lines.ts). */
+export type OutboxEvent = StoredEvent | RecordWriteEvents;
+const isWriteEvents = (e: OutboxEvent): e is RecordWriteEvents => 'write' in e;
+const rankOf = (e: OutboxEvent): number => (isWriteEvents(e) ? EVENT_RANK[e.types[0]!] : EVENT_RANK[e.type]);
 
 /**
  * The outbox of webhook events. A store round (an erasure's removal, a completion) appends its
@@ -34,7 +45,7 @@ export interface EventOutbox {
    * was already delivered and pruned. Throws TransientStoreError when MongoDB is unreachable, so
    * that the caller's round is retried.
    */
-  append(events: readonly StoredEvent[]): Promise<void>;
+  append(events: readonly OutboxEvent[]): Promise<void>;
 }
 
 export function createEventOutbox(options: {
@@ -54,46 +65,71 @@ export function createEventOutbox(options: {
   // given its order, so the fan-out can never move a later batch of this process before an earlier.
   let turn: Promise<unknown> = Promise.resolve();
 
-  /** One endpoint's events of one append, as the lines of its batch ({@link batchLine}) with their bytes. */
-  type Batch = { readonly endpoint_id: string; readonly lines: string[] };
-  function batches(events: readonly StoredEvent[]): { docs: Batch[]; rejected: Map<string, number> } {
-    const byEndpoint = new Map<string, { line: string; bytes: number }[]>();
+  /** One endpoint's events of one append, as the lines of its batch with how many events they stand for. */
+  type Batch = { readonly endpoint_id: string; readonly lines: string[]; readonly events: number };
+  function batches(events: readonly OutboxEvent[]): { docs: Batch[]; rejected: Map<string, number> } {
+    const byEndpoint = new Map<string, { line: string; bytes: number; events: number }[]>();
     const rejected = new Map<string, number>();
+    const add = (endpointId: string, line: string, bytes: number, n: number) => {
+      const list = byEndpoint.get(endpointId) ?? [];
+      list.push({ line, bytes, events: n });
+      byEndpoint.set(endpointId, list);
+    };
+    /** Counts a line's events as refused (only an event MongoDB cannot hold; the write itself is stored). */
+    const tooLarge = (line: string, endpointIds: readonly string[], n: number, about: Record<string, unknown>): boolean => {
+      // Each body holds at most the line's data and LINE_SLACK_BYTES more. The line's UTF-8 is at
+      // most 3 bytes a character: counted only when that bound is not enough.
+      if (line.length * 3 + LINE_SLACK_BYTES <= MAX_BODY_BYTES) return false;
+      const bytes = Buffer.byteLength(line) + LINE_SLACK_BYTES;
+      if (bytes <= MAX_BODY_BYTES) return false;
+      for (const endpointId of endpointIds) rejected.set(endpointId, (rejected.get(endpointId) ?? 0) + n);
+      options.logger.error({ ...about, bytes }, 'webhook event larger than the store holds; not delivered');
+      return true;
+    };
     // In the dispatcher's order, (seq, rank): a record's later event never goes before an earlier one.
-    for (const event of [...events].sort((a, b) => a.seq - b.seq || EVENT_RANK[a.type] - EVENT_RANK[b.type])) {
-      const endpoints = options.subscriptions.matching(event.type, event.datasetId);
+    for (const event of [...events].sort((a, b) => a.seq - b.seq || rankOf(a) - rankOf(b))) {
+      if (isWriteEvents(event)) {
+        // One line per set of its events an endpoint takes (nearly always the same set for all).
+        const byTypes = new Map<string, { types: WriteLineEvent[]; endpoints: string[] }>();
+        const wanted = new Map<string, WriteLineEvent[]>();
+        for (const type of event.types) for (const endpoint of options.subscriptions.matching(type, event.write.record.feedback_dataset_id)) wanted.set(endpoint._id, [...(wanted.get(endpoint._id) ?? []), type]);
+        for (const [endpointId, types] of wanted) {
+          const group = byTypes.get(types.join()) ?? { types, endpoints: [] };
+          group.endpoints.push(endpointId);
+          byTypes.set(types.join(), group);
+        }
+        for (const { types, endpoints } of byTypes.values()) {
+          for (const { line, events: n } of writeLines(event, types)) {
+            if (tooLarge(line, endpoints, n, { record_id: event.write.record_id, seq: event.seq, event_types: types })) continue;
+            for (const endpointId of endpoints) add(endpointId, line, line.length, n);
+          }
+        }
+        continue;
+      }
+      const endpoints = options.subscriptions.matching(event.type, event.datasetId).map((e) => e._id);
       if (endpoints.length === 0) continue;
       const id = eventId(event);
       const line = batchLine(event, id);
-      // The line holds the body's data and about 300 bytes more: a bound on the body's bytes. Its
-      // UTF-8 is at most 3 bytes a character: counted only when that bound is not enough.
-      const bytes = line.length * 3 <= MAX_BODY_BYTES ? line.length : Buffer.byteLength(line);
-      if (bytes > MAX_BODY_BYTES) {
-        // Only an event MongoDB cannot hold: the write itself is stored.
-        for (const endpoint of endpoints) rejected.set(endpoint._id, (rejected.get(endpoint._id) ?? 0) + 1);
-        options.logger.error({ event_id: id, bytes }, 'webhook event larger than the store holds; not delivered');
-        continue;
-      }
-      for (const endpoint of endpoints) {
-        const list = byEndpoint.get(endpoint._id) ?? [];
-        list.push({ line, bytes });
-        byEndpoint.set(endpoint._id, list);
-      }
+      if (tooLarge(line, endpoints, 1, { event_id: id })) continue;
+      for (const endpointId of endpoints) add(endpointId, line, line.length, 1);
     }
     const docs: Batch[] = [];
     for (const [endpointId, list] of byEndpoint) {
       let current: string[] = [];
       let total = 0;
-      for (const { line, bytes } of list) {
-        if (current.length > 0 && (current.length >= BATCH_EVENTS || total + bytes > BATCH_BODY_BYTES)) {
-          docs.push({ endpoint_id: endpointId, lines: current });
+      let n = 0;
+      for (const { line, bytes, events: k } of list) {
+        if (current.length > 0 && (n + k > BATCH_EVENTS || total + bytes > BATCH_BODY_BYTES)) {
+          docs.push({ endpoint_id: endpointId, lines: current, events: n });
           current = [];
           total = 0;
+          n = 0;
         }
         current.push(line);
         total += bytes;
+        n += k;
       }
-      if (current.length > 0) docs.push({ endpoint_id: endpointId, lines: current });
+      if (current.length > 0) docs.push({ endpoint_id: endpointId, lines: current, events: n });
     }
     return { docs, rejected };
   }
@@ -103,7 +139,7 @@ export function createEventOutbox(options: {
     lastMs = Math.max(lastMs, now.getTime());
     const full: BatchDoc[] = docs.map((d, i) => {
       const o = batchOrder(d.endpoint_id, lastMs, processId, count++);
-      return { _id: `${d.endpoint_id}.${o.slice(d.endpoint_id.length + 1).replaceAll('|', '.')}`, o, endpoint_id: d.endpoint_id, n: d.lines.length, z: packed[i]!, created_at: now };
+      return { _id: `${d.endpoint_id}.${o.slice(d.endpoint_id.length + 1).replaceAll('|', '.')}`, o, endpoint_id: d.endpoint_id, n: d.events, z: packed[i]!, created_at: now };
     });
     // Ordered: a fan-out reading meanwhile sees a prefix of them, never a later one without an earlier.
     // A retry after a partial failure appends them again under new ids: the fan-out keeps each event once.
@@ -123,7 +159,7 @@ export function createEventOutbox(options: {
       const mine = turn.then(() => store(docs, packed));
       turn = mine.catch(() => undefined);
       await mine;
-      for (const d of docs) options.onOutcome?.(d.endpoint_id, 'appended', d.lines.length);
+      for (const d of docs) options.onOutcome?.(d.endpoint_id, 'appended', d.events);
       options.onAppended?.();
     },
   };

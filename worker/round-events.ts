@@ -1,10 +1,11 @@
 import type { Db } from 'mongodb';
-import { WITHOUT_HISTORY, type RecordDoc, type ResponseDoc } from '../shared/documents.js';
+import { WITHOUT_HISTORY, type RecordDoc, type RecordStatus, type ResponseDoc } from '../shared/documents.js';
 import { COLLECTIONS } from '../shared/mongo.js';
-import { recordView, responseView } from '../shared/views.js';
-import type { StoredEvent } from '../shared/webhook-events.js';
+import type { RecordWrite } from '../shared/writes.js';
+import type { WriteLineEvent } from './batch-lines.js';
 import { carriesResponse, firstResponseDoc, isRecordWrite, type SequencedWrite } from './documents.js';
-import type { EventOutbox } from './event-outbox.js';
+import type { EventOutbox, OutboxEvent } from './event-outbox.js';
+import { responseEvent } from './stored-events.js';
 import { ROUND_READ_BATCH } from './store-chunks.js';
 
 /** What one store round stored, by index into its writes. */
@@ -24,6 +25,8 @@ export interface RoundStored {
   readonly maybeStored: readonly number[];
 }
 
+type RecordItem = SequencedWrite & { readonly write: RecordWrite };
+
 /** Turns a store round into its webhook events and appends them to the outbox, before the round's jobs complete. */
 export interface RoundEvents {
   /** False when no endpoint is subscribed: the writer then records nothing for events. */
@@ -40,24 +43,25 @@ export interface RoundEvents {
 export function createRoundEvents(options: { readonly db: Db; readonly outbox: EventOutbox }): RoundEvents {
   const responses = options.db.collection<ResponseDoc>(COLLECTIONS.responses);
 
-  function responseEvent(doc: ResponseDoc, seq: number): StoredEvent {
-    const data = { feedback_record_id: doc.feedback_record_id, feedback_dataset_id: doc.feedback_dataset_id, ...responseView(doc) };
-    const common = { seq, recordId: doc.feedback_record_id, subjectId: doc._id, datasetId: doc.feedback_dataset_id, at: doc.updated_at, data };
-    return doc.created_seq === seq ? { type: 'response.created', ...common } : { type: 'response.updated', ...common };
-  }
-
   return {
     active: () => options.outbox.active(),
     async emit(round) {
       const { items } = round;
-      const events: StoredEvent[] = [];
-      for (const { index, doc } of round.records) {
-        const item = items[index]!;
-        events.push({ type: 'record.created', seq: item.seq, recordId: doc._id, subjectId: doc._id, datasetId: doc.feedback_dataset_id, at: doc.created_at, data: recordView(doc, undefined) });
-      }
+      const events: OutboxEvent[] = [];
+      // A stored record write's own events go as the write itself (worker/batch-lines.ts): its documents are functions of it.
+      const writes = new Map<number, { status: RecordStatus; types: WriteLineEvent[] }>();
+      for (const { index, doc } of round.records) writes.set(index, { status: doc.status, types: ['record.created'] });
       for (const i of round.insertedResponses) {
         const item = items[i]!;
-        if (isRecordWrite(item)) events.push(responseEvent(firstResponseDoc(item), item.seq));
+        if (!isRecordWrite(item)) continue;
+        const known = writes.get(i);
+        if (known !== undefined) known.types.push('response.created');
+        // The record was stored by an earlier run of the job: its status is not known here, and no record.created is said.
+        else events.push(responseEvent(firstResponseDoc(item), item.seq));
+      }
+      for (const [i, { status, types }] of writes) {
+        const item = items[i]! as RecordItem;
+        events.push({ write: item.write, seq: item.seq, status, types });
       }
       if (round.maybeStored.length > 0) {
         // One read for the round: what an update stored is known only in part (its created_at is the first version's).

@@ -1,7 +1,8 @@
 import type { Db } from 'mongodb';
 import type { Logger } from '../shared/logger.js';
 import { COLLECTIONS } from '../shared/mongo.js';
-import { decodeBatch, deliveryId, endpointRange, pendingOrder, recordKey, type BatchDoc, type DeliveryDoc } from '../shared/webhook-outbox.js';
+import { deliveryId, endpointRange, pendingOrder, recordKey, type BatchDoc, type DeliveryDoc } from '../shared/webhook-outbox.js';
+import { decodeBatch } from './batch-lines.js';
 import type { FanOutLock } from './fan-out-lock.js';
 import { insertNew } from './inserts.js';
 import { STORE_CHUNK_DOCS } from './store-chunks.js';

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { MongoNetworkError, type Db } from 'mongodb';
 import { COLLECTIONS } from '../../shared/mongo.js';
-import { decodeBatch, type BatchDoc, type BatchedEvent } from '../../shared/webhook-outbox.js';
+import { type BatchDoc, type BatchedEvent } from '../../shared/webhook-outbox.js';
+import { decodeBatch } from '../../worker/batch-lines.js';
 import { OTHER_KEY, TEST_KEY } from './env.js';
 import type { HttpResult, Stack } from './stack.js';
 import type { ReceivedWebhook, WebhookReceiver } from './webhook-receiver.js';

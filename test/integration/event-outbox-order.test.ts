@@ -4,7 +4,10 @@ import { MongoClient, type Db } from 'mongodb';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
 import { createWebhookAdmin } from '../../shared/webhook-admin.js';
 import type { WebhookEndpointDoc } from '../../shared/webhook-admin.js';
-import { decodeBatch, type BatchDoc, type DeliveryDoc } from '../../shared/webhook-outbox.js';
+import { batchLines, type BatchDoc, type DeliveryDoc } from '../../shared/webhook-outbox.js';
+import type { RecordWrite } from '../../shared/writes.js';
+import type { SequencedWrite } from '../../worker/documents.js';
+import { decodeBatch } from '../../worker/batch-lines.js';
 import type { StoredEvent } from '../../shared/webhook-events.js';
 import { BATCH_EVENTS, createEventOutbox } from '../../worker/event-outbox.js';
 import { createOutboxEraser } from '../../worker/erasure-outbox.js';
@@ -172,6 +175,38 @@ describe('webhook outbox: a round\'s events become visible in order', () => {
     const outbox = await db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox).find({}).toArray();
     const batched = (await db.collection<BatchDoc>(COLLECTIONS.webhookBatches).find({}).toArray()).flatMap(decodeBatch);
     expect([...outbox, ...batched].map((e) => e.event_type), 'only the record\'s own event is left').to.deep.equal(['record.created']);
+  });
+
+  it('an erasure of a response appended inside its record\'s write line: the line is split, the record keeps its event, nothing of the response stays in any batch', async () => {
+    const write = (n: number, user: string) => {
+      const item = recordWrite(n) as SequencedWrite & { write: RecordWrite };
+      return { ...item, write: { ...item.write, response: { ...item.write.response, user_id: user, values: { secret: `values-of-${user}-${n}` } } } };
+    };
+    const erasedItem = write(1, 'erased-user');
+    const otherItem = write(2, 'other-user');
+    const both = ['record.created', 'response.created'] as const;
+    await createEventOutbox({ db, subscriptions: ONE_ENDPOINT, logger: silentLogger }).append([erasedItem, otherItem].map((i) => ({ write: i.write, seq: i.seq, status: 'submitted', types: both })));
+    const stored = async () => {
+      const docs = await db.collection<BatchDoc>(COLLECTIONS.webhookBatches).find({}).toArray();
+      return { n: docs.reduce((t, d) => t + d.n, 0), lines: docs.flatMap(batchLines), events: docs.flatMap(decodeBatch) };
+    };
+    const before = await stored();
+    expect(before.lines, 'each record write is one line of the batch').to.have.length(2);
+    expect(before.n).to.equal(4);
+    const erased = { doc: { _id: erasedItem.write.response_id, feedback_record_id: erasedItem.write.record_id }, erasure: {} } as unknown as ErasedResponse;
+    await createOutboxEraser(db, lock).responses([erased]);
+    const after = await stored();
+    expect(after.events.map((e) => [e.event_type, e.subject_id])).to.deep.equal([
+      ['record.created', erasedItem.write.record_id],
+      ['record.created', otherItem.write.record_id],
+      ['response.created', otherItem.write.response_id],
+    ]);
+    expect(after.n, 'the batch counts the events it holds now').to.equal(3);
+    expect(after.lines.join('\n'), 'the erased response\'s values are in no batch').to.not.include('values-of-erased-user');
+    // The record's own erasure then takes its event; the other write is untouched.
+    await createOutboxEraser(db, lock).records([erasedItem.write.record_id]);
+    expect((await stored()).events.map((e) => e.subject_id)).to.deep.equal([otherItem.write.record_id, otherItem.write.response_id]);
+    expect((await stored()).lines.at(-1), 'a line without a match is kept as it was').to.equal(before.lines[1]);
   });
 
   it('the admin API counts events still in their batches as pending, and deleting the endpoint deletes its batches too', async () => {

@@ -7,7 +7,7 @@ import { decodeJob } from '../../shared/job-payload.js';
 import { COLLECTIONS } from '../../shared/mongo.js';
 import { orderFloorAt } from '../../shared/order-clock.js';
 import { appKeyPrefix } from '../../shared/redis-keys.js';
-import { decodeBatch } from '../../shared/webhook-outbox.js';
+import { decodeBatch } from '../../worker/batch-lines.js';
 import { WEBHOOK_EVENT_TYPES } from '../../shared/webhook-events.js';
 import { createCompletionTracker } from '../../worker/completion.js';
 import { createCompletionEvents } from '../../worker/completion-events.js';
