@@ -61,6 +61,8 @@ const RATIO_DEFS: readonly { key: string; label: string; of: (r: Round) => numbe
   ratio('store_vs_raw', 'worker store rate / raw insertMany rate', (r) => r.drain?.rate, (r) => r.raw?.rate, { op: '>=', bound: 0.8 }),
   ratio('redis_vs_payload', 'Redis bytes per queued write / JSON body', (r) => r.projectRedis?.bytesPerWrite, (r) => r.projectRedis?.payloadBytes, { op: '<=', bound: 0.6 }),
   ratio('live_accept_vs_ceiling', 'accept rate with worker draining on the same cores / ceiling (a)', rps('project_live'), rps('ceiling')),
+  ratio('webhook_accept_vs_live', 'accept rate with the worker draining and one webhook endpoint / without the endpoint (issue 24)', rps('project_webhook'), rps('project_live'), { op: '>=', bound: 0.9 }),
+  ratio('webhook_store_vs_live', 'worker store rate during that load, with one webhook endpoint / without (issue 24)', (r) => r.liveWebhook?.storeRateDuringLoad, (r) => r.live?.storeRateDuringLoad, { op: '>=', bound: 0.9 }),
   ratio('live_store_vs_accept', 'worker store rate during that load / its accept rate', (r) => r.live?.storeRateDuringLoad, rps('project_live')),
   ratio('textbook_vs_ceiling', 'textbook (b) / ceiling (a)', rps('textbook'), rps('ceiling')),
   ratio('direct_vs_ceiling', 'direct (c) / ceiling (a)', rps('direct'), rps('ceiling')),
@@ -252,6 +254,23 @@ export function renderMarkdown(res: BenchResult): string {
       `| ${r.round} | ${fmt(r.runs.project?.rps)} | ${drainCell} | ${fmt(d?.meanJobSize, 1)} | ${fmt(d?.meanJobWriteMs, 0)} | ${fmt(r.raw?.rate)} | ${fmt(r.projectRedis?.bytesPerWrite)} | ${fmt(r.projectRedis?.payloadBytes)} | ${fmt(r.projectRedis?.jobJsonBytesPerWrite)} | ${fmt(r.projectRedis?.bytesPerJob)} | ${fmt(r.runs.project_live?.rps)} | ${fmt(r.live?.storeRateDuringLoad)} | ${fmt(r.live?.backlogAtEndWrites)} | ${lagCell} | ${probe} |`,
     );
   }
+  if (res.rounds.some((r) => r.liveWebhook !== undefined)) {
+    out.push('');
+    out.push('## With one webhook endpoint (worker live), per round');
+    out.push('');
+    out.push('The same load as "(d) project+worker" with one endpoint subscribed to every event, registered just before the run and deleted after the drain. CPU µs per accepted write: the API, the worker, the store.');
+    out.push('');
+    out.push('| Round | accept req/s without / with | ratio | stored writes/s during the load without / with | ratio | CPU µs/write API | worker | store | lag p99 ms without / with | events received by the end of the drain |');
+    out.push('|---|---|---|---|---|---|---|---|---|---|');
+    for (const r of res.rounds) {
+      const a = r.runs.project_live;
+      const b = r.runs.project_webhook;
+      const pair = (x: number | undefined, y: number | undefined, digits = 0) => `${fmt(x, digits)} / ${fmt(y, digits)}`;
+      out.push(
+        `| ${r.round} | ${pair(a?.rps, b?.rps)} | ${fmtRatio(r.ratios['webhook_accept_vs_live'])} | ${pair(r.live?.storeRateDuringLoad, r.liveWebhook?.storeRateDuringLoad)} | ${fmtRatio(r.ratios['webhook_store_vs_live'])} | ${pair(a?.cpuUsPerRequest['server'], b?.cpuUsPerRequest['server'])} | ${pair(a?.cpuUsPerRequest['worker'], b?.cpuUsPerRequest['worker'])} | ${pair(a?.cpuUsPerRequest['ferretdb'], b?.cpuUsPerRequest['ferretdb'])} | ${pair(r.live?.lagP99Ms, r.liveWebhook?.lagP99Ms)} | ${fmt(r.liveWebhook?.eventsReceived)} |`,
+      );
+    }
+  }
   const tb = res.rounds.map((r) => r.textbookRedis).filter((x) => x !== undefined);
   if (tb.length > 0) {
     out.push('');
@@ -314,7 +333,7 @@ export function renderSvg(res: BenchResult): string {
   const gap = 60;
   const width = labelW + panelW * 2 + gap + 40;
   const height = top + designs.length * rowH + 40;
-  const colors: Record<Design, string> = { raw_http: '#6c757d', ceiling: '#9aa5b1', textbook: '#e07a5f', direct: '#f2cc8f', project: '#3d85c6', project_live: '#81b29a', project_b: '#5e60ce' };
+  const colors: Record<Design, string> = { raw_http: '#6c757d', ceiling: '#9aa5b1', textbook: '#e07a5f', direct: '#f2cc8f', project: '#3d85c6', project_live: '#81b29a', project_webhook: '#2a9d8f', project_b: '#5e60ce' };
   const maxRps = Math.max(1, ...designs.map((d) => res.medians[d]!.rpsMax ?? 0));
   const maxP99 = Math.max(1, ...designs.map((d) => res.medians[d]!.p99Max ?? 0));
   const parts: string[] = [];

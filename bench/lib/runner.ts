@@ -65,6 +65,10 @@ export interface Ctx {
   readonly spawnProject: (name: string, entry: string, env: Record<string, string>) => Proc;
   readonly ports: Readonly<Record<Server | 'worker', number>>;
   readonly apiKey: string;
+  /** A key with the admin scope (only while design project_webhook runs). */
+  readonly adminKey: string;
+  /** A local receiver of webhook deliveries (started on first use), answering 200 to every POST. */
+  readonly webhookReceiver: () => Promise<{ readonly url: string; readonly received: () => number }>;
   readonly redisClient: Redis;
   readonly projectQueue: Queue;
   readonly textbookQueue: Queue;
@@ -92,6 +96,7 @@ export const serverOf: Record<Design, Server> = {
   project: 'web',
   project_b: 'web_b',
   project_live: 'web',
+  project_webhook: 'web',
 };
 
 /** Records created through the API before the rounds; the /feedback-response share updates them. */

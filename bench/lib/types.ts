@@ -1,5 +1,5 @@
 /** The designs compared; `project_live` is this project with its worker draining during the load. */
-export const DESIGNS = ['raw_http', 'textbook', 'ceiling', 'direct', 'project', 'project_b', 'project_live'] as const;
+export const DESIGNS = ['raw_http', 'textbook', 'ceiling', 'direct', 'project', 'project_b', 'project_live', 'project_webhook'] as const;
 export type Design = (typeof DESIGNS)[number];
 
 export const DESIGN_LABELS: Readonly<Record<Design, string>> = {
@@ -10,6 +10,7 @@ export const DESIGN_LABELS: Readonly<Record<Design, string>> = {
   project: '(d) this project: API, worker paused',
   project_b: "(d') this project with the --ab settings (or the --ab-dist build), no worker",
   project_live: '(d) this project: API + worker draining',
+  project_webhook: '(d) this project: API + worker draining, one webhook endpoint subscribed to every event (a local receiver answering 200)',
 };
 
 export const DESIGN_SHORT: Readonly<Record<Design, string>> = {
@@ -20,6 +21,7 @@ export const DESIGN_SHORT: Readonly<Record<Design, string>> = {
   project: '(d) project',
   project_b: "(d') project --ab",
   project_live: '(d) project+worker',
+  project_webhook: '(d) project+worker+webhook',
 };
 
 /** CPU spent per accepted request, µs, by process role. */
@@ -84,7 +86,7 @@ interface DrainSummary {
   readonly cpuUsPerWrite: CpuPerRequest;
 }
 
-interface LiveSummary {
+export interface LiveSummary {
   /** False when the backlog was not stored within the drain budget (lag then covers stored writes only). */
   readonly drained: boolean;
   /** Writes the worker stored per second while the load ran. */
@@ -116,6 +118,8 @@ export interface Round {
   drain?: DrainSummary;
   raw?: RawSummary;
   live?: LiveSummary;
+  /** The same as `live`, for design project_webhook. */
+  liveWebhook?: LiveSummary & { readonly eventsReceived: number };
   storeProbe?: StoreProbe;
   ratios: Record<string, number | undefined>;
   /** Designs starved in this round (see RunSummary.starved); a round with any is left out of every median. */

@@ -4,7 +4,8 @@
 import { bucketQuantile, bucketsDiff, type Scrape } from '../lib/prom.js';
 import { fmt } from '../lib/report.js';
 import type { Mix } from '../lib/load.js';
-import type { Design, Round } from '../lib/types.js';
+import type { Design, LiveSummary, Round } from '../lib/types.js';
+import { WEBHOOK_EVENT_TYPES } from '../../shared/webhook-events.js';
 import {
   backlogJobs, drainWithin, jobJsonBytesPerWrite, measure, now, processed, progress, redisMemory, sleep, usedMemory, waitProjectIdle, workerScrape, type Ctx,
 } from '../lib/runner.js';
@@ -69,11 +70,43 @@ async function runProjectB(ctx: Ctx, round: number, r: Round): Promise<void> {
 
 /** (d) with the worker draining during the load: accept rate on shared cores, end-to-end lag, whether the worker keeps up. */
 async function runProjectLive(ctx: Ctx, round: number, r: Round): Promise<void> {
+  const live = await liveRun(ctx, 'project_live', round, r);
+  r.live = live;
+}
+
+/**
+ * The same with one webhook endpoint subscribed to every event (issue 24), registered through the
+ * admin API just before the run and deleted after it (with its undelivered events), so that its
+ * deliveries never run into another design's run. The receiver is this process (its CPU counts
+ * as the load generator's).
+ */
+async function runProjectWebhook(ctx: Ctx, round: number, r: Round): Promise<void> {
+  const receiver = await ctx.webhookReceiver();
+  const base = `http://127.0.0.1:${ctx.ports.web}/admin/webhooks`;
+  const headers = { authorization: `Bearer ${ctx.adminKey}`, 'content-type': 'application/json' };
+  const created = await fetch(base, { method: 'POST', headers, body: JSON.stringify({ url: receiver.url, events: [...WEBHOOK_EVENT_TYPES] }) });
+  if (created.status !== 201) throw new Error(`POST /admin/webhooks answered ${created.status}: ${await created.text()}`);
+  const { id } = (await created.json()) as { id: string };
+  const received0 = receiver.received();
+  try {
+    // Every worker process reloads its endpoints within WEBHOOK_REFRESH_MS (the bench sets 500 ms when this design runs).
+    await sleep(1_500);
+    const live = await liveRun(ctx, 'project_webhook', round, r);
+    r.liveWebhook = { ...live, eventsReceived: receiver.received() - received0 };
+    progress(`  project+worker+webhook: ${fmt(r.liveWebhook.eventsReceived)} events received by the end of the drain`);
+  } finally {
+    const deleted = await fetch(`${base}/${id}`, { method: 'DELETE', headers });
+    if (deleted.status !== 204 && deleted.status !== 200) progress(`  DELETE /admin/webhooks/${id} answered ${deleted.status}: later designs may see its deliveries`);
+    await sleep(1_500);
+  }
+}
+
+async function liveRun(ctx: Ctx, design: 'project_live' | 'project_webhook', round: number, r: Round): Promise<LiveSummary> {
   await waitProjectIdle(ctx);
   const w0 = await workerScrape(ctx);
   let peakJobs = 0;
   let wEnd: Scrape | undefined;
-  const { summary } = await measure(ctx, 'project_live', round, ctx.opts.durationS, async (run) => {
+  const { summary } = await measure(ctx, design, round, ctx.opts.durationS, async (run) => {
     let finished = false;
     void run.done.then(
       () => (finished = true),
@@ -85,7 +118,7 @@ async function runProjectLive(ctx: Ctx, round: number, r: Round): Promise<void> 
     }
     wEnd = await workerScrape(ctx);
   });
-  r.runs.project_live = summary;
+  r.runs[design] = summary;
   const t0 = now();
   const drained = await drainWithin(ctx, ctx.opts.drainS);
   const tail = (now() - t0) / 1000;
@@ -94,7 +127,7 @@ async function runProjectLive(ctx: Ctx, round: number, r: Round): Promise<void> 
   const lag = bucketsDiff(w0, w1, 'feedback_worker_lag_seconds');
   const p50 = bucketQuantile(lag, 0.5);
   const p99 = bucketQuantile(lag, 0.99);
-  r.live = {
+  const live: LiveSummary = {
     drained,
     storeRateDuringLoad: duringLoad / summary.durationS,
     backlogAtEndWrites: summary.serverOk - duringLoad,
@@ -105,12 +138,12 @@ async function runProjectLive(ctx: Ctx, round: number, r: Round): Promise<void> 
     lagCount: lag.at(-1)?.count ?? 0,
   };
   progress(
-    `  project+worker: stored ${fmt(r.live.storeRateDuringLoad)} writes/s during the load, ${fmt(r.live.backlogAtEndWrites)} left at its end (peak ${fmt(peakJobs)} jobs), ` +
-      `${drained ? `drained ${tail.toFixed(2)} s later` : `NOT DRAINED ${tail.toFixed(0)} s later (${fmt(summary.serverOk - (processed(w1) - processed(w0)))} writes left)`}; lag of stored writes p50 ${fmt(r.live.lagP50Ms)} ms p99 ${fmt(r.live.lagP99Ms)} ms`,
+    `  ${design}: stored ${fmt(live.storeRateDuringLoad)} writes/s during the load, ${fmt(live.backlogAtEndWrites)} left at its end (peak ${fmt(peakJobs)} jobs), ` +
+      `${drained ? `drained ${tail.toFixed(2)} s later` : `NOT DRAINED ${tail.toFixed(0)} s later (${fmt(summary.serverOk - (processed(w1) - processed(w0)))} writes left)`}; lag of stored writes p50 ${fmt(live.lagP50Ms)} ms p99 ${fmt(live.lagP99Ms)} ms`,
   );
   if (!drained) await resetProject(ctx);
+  return live;
 }
-
 
 /** The accept round of each design. */
 export const ACCEPT_SCENARIOS: Readonly<Record<Design, (ctx: Ctx, round: number, r: Round) => Promise<void>>> = {
@@ -121,4 +154,5 @@ export const ACCEPT_SCENARIOS: Readonly<Record<Design, (ctx: Ctx, round: number,
   project: runProject,
   project_b: runProjectB,
   project_live: runProjectLive,
+  project_webhook: runProjectWebhook,
 };
