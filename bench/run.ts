@@ -234,7 +234,7 @@ async function main(): Promise<void> {
       r.ratios = roundRatios(r);
       r.starved = starvedIn(r);
       if (r.starved.length === 0) clean++;
-      else progress(`round ${round}: ${r.starved.join(', ')} starved (waited for a CPU more than ${opts.starvedWaitPct}% of the run): left out of the medians`);
+      else progress(`round ${round}: ${r.starved.join(', ')} starved (waited for a CPU more than ${opts.starvedWaitPct}% of the run, or, with the worker live, foreign jobs used more than ${opts.starvedForeignPct}% of the machine): left out of the medians`);
       const q = r.ratios;
       progress(
         `round ${round} ratios: CPU/write (d)/(b) ${fmt(q['cpu_vs_textbook'], 2)}  (d)/(r) ${fmt(q['cpu_vs_raw'], 2)}  Redis CPU/write (d)/(b) ${fmt(q['redis_cpu_vs_textbook'], 3)}  (d')/(d) ${fmt(q['ab_cpu_vs_project'], 2)}  accept/ceiling ${fmt(q['accept_vs_ceiling'], 2)}  accept/textbook ${fmt(q['accept_vs_textbook'], 2)}  p99/textbook ${fmt(q['p99_vs_textbook'], 2)}  ` +
