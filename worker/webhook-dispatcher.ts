@@ -6,6 +6,7 @@ import { COLLECTIONS } from '../shared/mongo.js';
 import { endpointRange, pendingOrder, recordKey, type DeliveryDoc } from '../shared/webhook-outbox.js';
 import type { DeliveryLeases } from '../shared/webhook-leases.js';
 import type { WebhookFanOut } from './webhook-fan-out.js';
+import { pruneOrphanedEvents } from './webhook-orphans.js';
 import type { WebhookSubscriptions } from './webhook-subscriptions.js';
 
 /**
@@ -49,7 +50,7 @@ export function deliveryCap(maxInFlight: number, yieldMs: number, busySince: num
 const RECONCILE_EVERY_MS = 30_000;
 /** Longest a pass asked for by a kick waits, gathering the kicks that come meanwhile. */
 const KICK_DELAY_MS = 100;
-/** How often delivered events older than the retention are deleted. */
+/** How often delivered events older than the retention, and events of endpoints deleted since (worker/webhook-orphans.ts), are deleted. */
 const PRUNE_EVERY_MS = 60_000;
 /** The states of a delivery job that is still to run (BullMQ). */
 const LIVE_JOB_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children'] as const;
@@ -195,6 +196,8 @@ export function createWebhookDispatcher(options: {
     if (now - lastPrune >= PRUNE_EVERY_MS) {
       lastPrune = now;
       await outbox.deleteMany({ status: { $in: ['delivered', 'superseded'] }, updated_at: { $lt: new Date(now - options.keepDeliveredMs) } });
+      const gone = await pruneOrphanedEvents(options.db);
+      if (gone.length > 0) options.logger.info({ endpoint_ids: gone }, 'deleted events left for webhook endpoints that no longer exist');
     }
   }
 

@@ -18,6 +18,7 @@ import { createRoundEvents } from '../../worker/round-events.js';
 import { createFeedbackWriter } from '../../worker/writer.js';
 import { STORE_CHUNK_DOCS } from '../../worker/store-chunks.js';
 import { createWebhookFanOut } from '../../worker/webhook-fan-out.js';
+import { pruneOrphanedEvents } from '../../worker/webhook-orphans.js';
 import type { WebhookSubscriptions } from '../../worker/webhook-subscriptions.js';
 import { uniqueName } from '../helpers/env.js';
 import { gate, holdingCall } from '../helpers/held-calls.js';
@@ -226,5 +227,30 @@ describe('webhook outbox: a round\'s events become visible in order', () => {
     expect(await db.collection(COLLECTIONS.webhookBatches).countDocuments({ endpoint_id: created.id })).to.equal(0);
     expect(await db.collection(COLLECTIONS.webhookOutbox).countDocuments({ endpoint_id: created.id })).to.equal(0);
   });
-});
 
+  it('events appended or moved for an endpoint after it was deleted (a worker with an older list of endpoints) are deleted by the prune; a live endpoint\'s are kept', async () => {
+    const admin = createWebhookAdmin({ db });
+    const created = await admin.create({ url: 'http://127.0.0.1:9/hook', events: ['record.created'] });
+    const live = { ...ENDPOINT, _id: created.id };
+    const gone = { ...ENDPOINT, _id: 'wh_deleted_since' };
+    // The worker's list still holds the deleted endpoint.
+    const stale = { ...ONE_ENDPOINT, matching: () => [live, gone], all: () => [live, gone] } as WebhookSubscriptions;
+    const at = new Date();
+    const append = (seq: number) => createEventOutbox({ db, subscriptions: stale, logger: silentLogger }).append([{ type: 'record.created', seq, recordId: `rec_o${seq}`, subjectId: `rec_o${seq}`, datasetId: 'ds', at, data: {} as never }]);
+    await append(300);
+    const fanOut = createWebhookFanOut({ db, lock, logger: silentLogger });
+    expect(await fanOut.move(gone._id, 1), 'moved into the outbox by the stale worker').to.equal(1);
+    expect(await fanOut.move(live._id, 1)).to.equal(1);
+    const count = async (endpointId: string) => [await db.collection(COLLECTIONS.webhookBatches).countDocuments({ endpoint_id: endpointId }), await db.collection(COLLECTIONS.webhookOutbox).countDocuments({ endpoint_id: endpointId })];
+    expect(await count(gone._id), 'a delivery only, no batch').to.deep.equal([0, 1]);
+    expect(await pruneOrphanedEvents(db)).to.deep.equal([gone._id]);
+    expect(await count(gone._id)).to.deep.equal([0, 0]);
+    await append(301);
+    expect(await count(gone._id), 'a batch only').to.deep.equal([1, 0]);
+    expect(await pruneOrphanedEvents(db)).to.deep.equal([gone._id]);
+    expect(await count(gone._id), 'nothing left for the deleted endpoint').to.deep.equal([0, 0]);
+    expect(await count(live._id), 'the live endpoint keeps its batch and its delivery').to.deep.equal([1, 1]);
+    expect(await pruneOrphanedEvents(db), 'nothing more to prune').to.deep.equal([]);
+    await admin.remove(created.id);
+  });
+});
