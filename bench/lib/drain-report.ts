@@ -1,6 +1,7 @@
 // The report of `npm run bench:drain` (Markdown), written after every pass so that a stopped run
 // keeps what it measured.
 import { cpus, loadavg } from 'node:os';
+import { loadConfig } from '../../shared/config.js';
 import type { PlainResult, RawResult } from '../scenarios/store-raw.js';
 import type { DrainResult } from '../scenarios/worker-drain.js';
 import type { TextbookDrainResult } from '../scenarios/textbook-drain.js';
@@ -57,7 +58,7 @@ export function renderDrainReport(run: DrainRun, final: boolean): string {
   lines.push(`- N = ${fmt(WRITES)} writes per burst, jobs of ${run.jobWrites} writes (deflated, as the API queues them), worker concurrency ${process.env['WORKER_CONCURRENCY'] ?? 'the default of WORKER_CONCURRENCY'}, ${run.roundsRequested} rounds requested, ${rounds.length} run`);
   lines.push(`- Every drain/raw pass runs on a fresh database holding ${fmt(run.baseDocs)} documents (${fmt(run.baseDocs / 2)} records + their responses); updates target those responses (random, repeats allowed).`);
   lines.push(`- Large store: ${fmt(run.seedDocs)} documents seeded with insertMany (${run.bigSeedText}); its drains add to it round after round.`);
-  lines.push(`- Raw: insertMany of the new records and responses (batches of ${INSERT_BATCH}) + the distinct final updates as \`updateOne({_id}, {$set})\` in one unordered bulkWrite (as issue 21 defines the store's plain operations). No ordering or lookups.`);
+  lines.push(`- Raw: insertMany of the new records and responses (batches of ${INSERT_BATCH}) + the distinct final updates as \`updateOne({_id}, {$set})\` in one unordered bulkWrite (as issue 21 defines the store's plain operations), for the same final documents as the worker's: with its default RESPONSE_HISTORY_MAX (${loadConfig({}).responseHistoryMax}), new responses are inserted with their history and each update sets the response's final history (the seeded version and every version of the burst, cut at the cap) in the same \`$set\`. No ordering or lookups.`);
   lines.push(`- Textbook worker (bench/peers/textbook-worker.ts): the same burst queued one job per write (as the textbook API queues it), a BullMQ Worker at concurrency 16 doing \`insertOne\` of the record and one upsert of the response per job, same store, same seeded database; timed the same way.`);
   lines.push(`- Worker CPU µs/write: user + system CPU of the bench process (the worker, or the textbook worker, runs in it) over the drain, per write (process.cpuUsage); it includes the bench's command monitor, the same for both.`);
   lines.push(`- Drain timing: from the worker's start (all jobs already queued, store prepared) to the last job completed; then the store is checked (counts, and the final \`seq\` of every response touched).`);

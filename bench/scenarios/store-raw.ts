@@ -4,7 +4,9 @@ import type { AnyBulkWriteOperation } from 'mongodb';
 import { COLLECTIONS } from '../../shared/mongo.js';
 import type { ResponseWrite } from '../../shared/writes.js';
 import type { RecordDoc, ResponseDoc } from '../../shared/documents.js';
+import { loadConfig } from '../../shared/config.js';
 import { firstResponseDoc, recordDoc } from '../../worker/documents.js';
+import { withHistory } from '../../worker/response-history.js';
 import { INSERT_BATCH, recordWrite, type Burst, type Seed } from '../lib/drain-writes.js';
 import type { Monitor } from '../lib/store-monitor.js';
 import { verifyStored } from './worker-drain.js';
@@ -21,24 +23,42 @@ export interface RawResult {
   readonly verified: string;
 }
 
-/** insertMany of the new documents (batches of 500), then the distinct final updates in one unordered bulkWrite (the driver splits it at the server's batch limit). */
-export async function rawBurst(mon: Monitor, dbName: string, burst: Burst, seed: Seed): Promise<RawResult> {
+/**
+ * insertMany of the new documents (batches of 500), then the distinct final updates in one unordered bulkWrite (the driver splits it at the server's batch limit).
+ * `historyCap`: the worker's RESPONSE_HISTORY_MAX (default: its default); above 0 the documents carry the history the worker's would.
+ */
+export async function rawBurst(mon: Monitor, dbName: string, burst: Burst, seed: Seed, historyCap = loadConfig({}).responseHistoryMax): Promise<RawResult> {
   const db = mon.client.db(dbName);
   const records = db.collection<RecordDoc>(COLLECTIONS.records);
   const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
   const recordDocs: RecordDoc[] = [];
   const responseDocs: ResponseDoc[] = [];
   const finalUpdate = new Map<string, ResponseWrite>();
+  // Every version of each updated response, for its final history (the worker keeps each one later than the stored version).
+  const versions = new Map<string, ResponseWrite[]>();
   for (const w of burst.writes) {
     if (w.kind === 'record') {
       recordDocs.push(recordDoc(w));
-      responseDocs.push(firstResponseDoc({ write: w, seq: w.seq!, index: 0 }));
-    } else if ((finalUpdate.get(w.response_id)?.seq ?? -1) < w.seq!) finalUpdate.set(w.response_id, w);
+      const doc = firstResponseDoc({ write: w, seq: w.seq!, index: 0 });
+      responseDocs.push(historyCap > 0 ? withHistory(doc) : doc);
+    } else {
+      if ((finalUpdate.get(w.response_id)?.seq ?? -1) < w.seq!) finalUpdate.set(w.response_id, w);
+      versions.set(w.response_id, [...(versions.get(w.response_id) ?? []), w]);
+    }
   }
+  // The same final documents as the worker's: with history on (RESPONSE_HISTORY_MAX, as the
+  // worker runs by default), the response's history ends with its final version, after the seeded
+  // one and every version of the burst, the oldest dropped beyond the cap.
+  const seeded = new Map(seed.responses.map((d) => [d._id, d]));
+  const historyOf = (id: string) => {
+    const first = seeded.get(id);
+    const all = [...(first === undefined ? [] : [{ status: first.status, values: first.values, seq: first.seq, updated_at: first.updated_at, request_id: first.request_id }]), ...(versions.get(id) ?? []).sort((a, b) => a.seq! - b.seq!).map((w) => ({ status: w.response.status, values: w.response.values, seq: w.seq!, updated_at: new Date(w.accepted_at), request_id: w.request_id }))];
+    return all.slice(-(historyCap + 1));
+  };
   const ops: AnyBulkWriteOperation<ResponseDoc>[] = [...finalUpdate.values()].map((w) => ({
     updateOne: {
       filter: { _id: w.response_id },
-      update: { $set: { status: w.response.status, values: w.response.values, seq: w.seq!, api_key: w.api_key, request_id: w.request_id, updated_at: new Date(w.accepted_at) } },
+      update: { $set: { status: w.response.status, values: w.response.values, seq: w.seq!, api_key: w.api_key, request_id: w.request_id, updated_at: new Date(w.accepted_at), ...(historyCap > 0 ? { history: historyOf(w.response_id), history_has_current: true } : {}) } },
     },
   }));
   mon.take();
