@@ -236,7 +236,12 @@ describe('webhooks', function () {
       expect(() => new Webhook(secret).verify(first.body.replace('ds_flaky', 'ds_other'), first.headers as Record<string, string>)).to.throw();
       const delivery = await eventually(async () => (await outbox().findOne({ endpoint_id: endpointId, key: recordId, status: 'delivered' })) ?? undefined, 5_000, 'delivered');
       expect(delivery).to.include({ attempts: 2, last_status: 200 });
-      const metrics = await stack.worker!.metrics.registry.getSingleMetricAsString('feedback_webhook_deliveries_total');
+      // Counted once the outcome is written and the record's lease released (worker/webhook-delivery.ts): a moment after the document shows it.
+      const counted = (text: string) => text.includes(`endpoint_id="${endpointId}",outcome="delivered"} 1`);
+      const metrics = await eventually(async () => {
+        const text = await stack.worker!.metrics.registry.getSingleMetricAsString('feedback_webhook_deliveries_total');
+        return counted(text) ? text : undefined;
+      }, 5_000, 'the delivery counted');
       expect(metrics).to.include(`endpoint_id="${endpointId}",outcome="attempt_failed"} 1`);
       expect(metrics).to.include(`endpoint_id="${endpointId}",outcome="delivered"} 1`);
     } finally {
