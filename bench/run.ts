@@ -15,7 +15,7 @@ import { hasWrk, runWrk } from './lib/wrk.js';
 import { killAllSync, spawnProc, stopAll, type Proc } from './lib/procs.js';
 import { basisLabel, fmt, median, renderMarkdown, renderSvg, roundRatios, starvedIn, summarize } from './lib/report.js';
 import { freePort, startFerretDbServer, startRedisServer, waitForPort } from './lib/services.js';
-import type { BenchResult, BurstResult, Round, ScaleResult, SustainedResult } from './lib/types.js';
+import { LIVE_DESIGNS, type BenchResult, type BurstResult, type Round, type ScaleResult, type SustainedResult } from './lib/types.js';
 import { checkFatal, connectStore, drainWithin, mixFor, progress, ROOT, SEED_RECORDS, serverOf, setFatal, sleep, STARTED, until, type Ctx } from './lib/runner.js';
 import { webhookReceiver } from './lib/webhook-receiver.js';
 import { ACCEPT_SCENARIOS } from './scenarios/accept.js';
@@ -87,7 +87,7 @@ async function main(): Promise<void> {
   const adminKey = `bench-admin-${randomBytes(12).toString('hex')}`;
   const webhookEnv = want.has('project_webhook') ? { API_KEYS: `bench:${apiKey},bench-admin:${adminKey}`, ADMIN_API_KEY_NAMES: 'bench-admin', WEBHOOKS_ALLOW_INSECURE: 'true', WEBHOOK_REFRESH_MS: '500' } : {};
   const projectEnv = { ...opts.env, ...plumbing, ...webhookEnv, QUEUE_NAME: 'bench-project' };
-  const needProject = want.has('project') || want.has('project_live') || want.has('project_webhook') || opts.burst > 0 || opts.sustainedS > 0;
+  const needProject = want.has('project') || [...LIVE_DESIGNS].some((d) => want.has(d)) || opts.burst > 0 || opts.sustainedS > 0;
   const spawnWorker = (mongoUrl: string) => spawnNode('worker', ['dist/worker/main.js'], { ...projectEnv, MONGODB_URI: `${mongoUrl}/bench_project`, PORT: '0', WORKER_METRICS_PORT: String(ports.worker) });
   const procs: Ctx['procs'] = {
     web: needProject ? spawnNode('web', ['dist/api/main.js'], { ...projectEnv, MONGODB_URI: `${ferret.url}/bench_project`, PORT: String(ports.web) }) : undefined,
@@ -216,7 +216,7 @@ async function main(): Promise<void> {
         await run.done;
         if (d === 'textbook') await textbookQueue.obliterate({ force: true });
         if (d === 'project_b') await projectQueueB.obliterate({ force: true });
-        if ((d === 'project' || d === 'project_live' || d === 'project_webhook') && !(await drainWithin(ctx, opts.drainS))) await resetProject(ctx);
+        if ((d === 'project' || LIVE_DESIGNS.has(d)) && !(await drainWithin(ctx, opts.drainS))) await resetProject(ctx);
       }
     }
 

@@ -8,8 +8,6 @@
 // round), so the drain is what an endpoint costs. Each pass gets a fresh database seeded with the
 // same 10,000 documents; the burst is the drain bench's usual mix (bench/lib/drain-writes.ts).
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { startRedis } from '../devkit/servers.js';
@@ -19,6 +17,7 @@ import { fmt } from './lib/report.js';
 import { progress, ROOT, STARTED } from './lib/runner.js';
 import { startTestStore } from './lib/services.js';
 import { storeCpuSeconds } from './lib/proc-cpu.js';
+import { startBenchReceiver } from './lib/webhook-receiver.js';
 import { countsText, monitoredClient, sumCounts } from './lib/store-monitor.js';
 import { drainBurst } from './scenarios/worker-drain.js';
 import { wholeNumberArg } from './lib/args.js';
@@ -48,19 +47,10 @@ async function main(): Promise<void> {
     return (await d.collection(COLLECTIONS.webhookOutbox).countDocuments()) + (batched?.n ?? 0);
   };
   progress(`writes ${WRITES}, rounds ${ROUNDS}`);
-  let received = 0;
+  const receiver = await startBenchReceiver();
   // Distinct webhook-ids received: every event delivered once it holds as many as the outbox.
-  const receivedIds = new Set<string>();
-  const receiver = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      received++;
-      receivedIds.add(String(req.headers['webhook-id']));
-      res.writeHead(200).end();
-    });
-  });
-  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', () => r()));
-  const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+  const receivedIds = receiver.ids;
+  const url = receiver.url;
   const store = await startTestStore();
   const redis = await startRedis();
   const mon = await monitoredClient(store.url);
@@ -114,7 +104,7 @@ async function main(): Promise<void> {
         row[variant === 'on' ? 'cmdOn' : 'cmdOff'] = sumCounts(d.commands) / WRITES;
         if (variant === 'on') for (const [k, c] of d.commands) commandsOn.set(k, (commandsOn.get(k) ?? 0) + c);
         if (variant === 'on') row.events = await eventCount(db);
-        progress(`round ${round} webhooks ${variant}: ${fmt(d.rate)} writes/s in ${fmt(d.seconds, 1)} s, ${fmt(d.cpuUsPerWrite)} µs CPU/write, store+Redis ${fmt(row[variant === 'on' ? 'storeOn' : 'storeOff'])} µs CPU/write, ${fmt(sumCounts(d.commands) / WRITES, 2)} store commands/write (${countsText(d.commands)}; store seconds: ${[...d.storeSeconds].sort((a, b) => b[1] - a[1]).map(([k, x]) => `${k} ${fmt(x, 1)}`).join(', ')}), ${d.verified}${variant === 'on' ? `, ${row.events} events in the outbox, ${row.deliveredInDrain} delivered during the drain, all delivered ${fmt(row.allDeliveredS, 1)} s after the start (worker ${fmt(row.cpuAll)}, store+Redis ${fmt(row.storeAll)} µs CPU/write until then), ${received} requests received so far` : ''}`);
+        progress(`round ${round} webhooks ${variant}: ${fmt(d.rate)} writes/s in ${fmt(d.seconds, 1)} s, ${fmt(d.cpuUsPerWrite)} µs CPU/write, store+Redis ${fmt(row[variant === 'on' ? 'storeOn' : 'storeOff'])} µs CPU/write, ${fmt(sumCounts(d.commands) / WRITES, 2)} store commands/write (${countsText(d.commands)}; store seconds: ${[...d.storeSeconds].sort((a, b) => b[1] - a[1]).map(([k, x]) => `${k} ${fmt(x, 1)}`).join(', ')}), ${d.verified}${variant === 'on' ? `, ${row.events} events in the outbox, ${row.deliveredInDrain} delivered during the drain, all delivered ${fmt(row.allDeliveredS, 1)} s after the start (worker ${fmt(row.cpuAll)}, store+Redis ${fmt(row.storeAll)} µs CPU/write until then), ${receiver.received()} requests received so far` : ''}`);
         await mon.client.db(db).dropDatabase();
       }
       rows.push(row);

@@ -90,13 +90,20 @@ export function createEventOutbox(options: {
     for (const event of [...events].sort((a, b) => a.seq - b.seq || rankOf(a) - rankOf(b))) {
       if (isWriteEvents(event)) {
         // One line per set of its events an endpoint takes (nearly always the same set for all).
-        const byTypes = new Map<string, { types: WriteLineEvent[]; endpoints: string[] }>();
         const wanted = new Map<string, WriteLineEvent[]>();
-        for (const type of event.types) for (const endpoint of options.subscriptions.matching(type, event.write.record.feedback_dataset_id)) wanted.set(endpoint._id, [...(wanted.get(endpoint._id) ?? []), type]);
+        for (const type of event.types) {
+          for (const endpoint of options.subscriptions.matching(type, event.write.record.feedback_dataset_id)) {
+            const types = wanted.get(endpoint._id);
+            if (types === undefined) wanted.set(endpoint._id, [type]);
+            else types.push(type);
+          }
+        }
+        const byTypes = new Map<string, { types: WriteLineEvent[]; endpoints: string[] }>();
         for (const [endpointId, types] of wanted) {
-          const group = byTypes.get(types.join()) ?? { types, endpoints: [] };
+          const key = types.join();
+          const group = byTypes.get(key) ?? { types, endpoints: [] };
           group.endpoints.push(endpointId);
-          byTypes.set(types.join(), group);
+          byTypes.set(key, group);
         }
         for (const { types, endpoints } of byTypes.values()) {
           for (const { line, events: n } of writeLines(event, types)) {

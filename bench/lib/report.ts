@@ -190,7 +190,7 @@ export function renderMarkdown(res: BenchResult): string {
   const starvedRounds = res.rounds.filter((r) => (r.starved ?? []).length > 0);
   const allStarved = starvedRounds.length === res.rounds.length && res.rounds.length > 0;
   out.push(
-    `Starved: a design is starved in a round when its server's main thread waited for a CPU (runnable but not running, /proc/<pid>/schedstat) for more than ${fmt(Number(o['starvedWaitPct']))}% of the run's wall time (a design whose worker drains on the same cores waits for it by design: it is starved when processes outside the bench used more than ${fmt(Number(o['starvedForeignPct'] ?? 10))}% of the machine); ` +
+    `Starved: a design is starved in a round when its server's main thread waited for a CPU (runnable but not running, /proc/<pid>/schedstat) for more than ${fmt(Number(o['starvedWaitPct']))}% of the run's wall time (a design whose worker drains on the same cores waits for it by design: it is starved when processes outside the bench used more than ${fmt(Number(o['starvedForeignPct']))}% of the machine); ` +
       `such a round is reported below and left out of every median. ${
         starvedRounds.length === 0
           ? 'No round was starved.'

@@ -14,7 +14,8 @@ import { runWrk } from './wrk.js';
 import { scrape, sumOf, type Scrape } from './prom.js';
 import { fmt } from './report.js';
 import type { Service } from './services.js';
-import type { CpuPerRequest, Design, RedisMemory, RunSummary } from './types.js';
+import { LIVE_DESIGNS, type CpuPerRequest, type Design, type RedisMemory, type RunSummary } from './types.js';
+import type { BenchReceiver } from './webhook-receiver.js';
 
 export { ROOT } from './root.js';
 /** When the benchmark started. */
@@ -68,7 +69,7 @@ export interface Ctx {
   /** A key with the admin scope (only while design project_webhook runs). */
   readonly adminKey: string;
   /** A local receiver of webhook deliveries (started on first use), answering 200 to every POST. */
-  readonly webhookReceiver: () => Promise<{ readonly url: string; readonly received: () => number }>;
+  readonly webhookReceiver: () => Promise<BenchReceiver>;
   readonly redisClient: Redis;
   readonly projectQueue: Queue;
   readonly textbookQueue: Queue;
@@ -98,9 +99,6 @@ export const serverOf: Record<Design, Server> = {
   project_live: 'web',
   project_webhook: 'web',
 };
-
-/** Designs whose worker drains during the load, on the same cores. */
-const LIVE_DESIGNS: ReadonlySet<Design> = new Set(['project_live', 'project_webhook']);
 
 /** Records created through the API before the rounds; the /feedback-response share updates them. */
 export const SEED_RECORDS = 200;

@@ -2,6 +2,9 @@
 export const DESIGNS = ['raw_http', 'textbook', 'ceiling', 'direct', 'project', 'project_b', 'project_live', 'project_webhook'] as const;
 export type Design = (typeof DESIGNS)[number];
 
+/** Designs whose worker drains during the load, on the same cores as the API. */
+export const LIVE_DESIGNS: ReadonlySet<Design> = new Set(['project_live', 'project_webhook']);
+
 export const DESIGN_LABELS: Readonly<Record<Design, string>> = {
   raw_http: '(r) raw node:http: read, auth, JSON.parse, shape check, 200 (bench/peers/raw-http.ts)',
   textbook: '(b) textbook peer: Koa + @koa/router + koa-bodyparser, one queue.add per request (bench/peers/textbook.ts)',
