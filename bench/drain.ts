@@ -67,7 +67,7 @@ async function main(): Promise<void> {
   const store = await startTestStore();
   run.backend = store.backend;
   const redis = await startRedis();
-  const mon = await monitoredClient(store.url);
+  const mon = await monitoredClient(store.url, store.postgresPort);
   const stop = async () => {
     await mon.client.close().catch(() => undefined);
     await redis.destroy();

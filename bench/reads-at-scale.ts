@@ -131,10 +131,10 @@ function quantile(sorted: readonly number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
 }
 
-/** Index names of worker/indexes.ts and the scan kinds found anywhere in an explain answer. */
+/** The index names a plan names (PostgreSQL's `Index Name`, MongoDB's `indexName`) and the scan kinds found anywhere in an explain answer. */
 function planSummary(explain: Document): string {
   const text = JSON.stringify(explain);
-  const indexes = [...new Set(text.match(/\b(dataset_[a-z_]+|record_user_unique|_id_)\b/g) ?? [])];
+  const indexes = [...new Set([...text.matchAll(/"(?:Index Name|indexName)":"([^"]+)"/g)].map((m) => m[1]!))];
   const scans = [...new Set(text.match(/\b(Seq Scan|Index Scan|Index Only Scan|Bitmap Index Scan|Bitmap Heap Scan|COLLSCAN|IXSCAN|Sort)\b/g) ?? [])];
   return `${indexes.length === 0 ? 'no index' : indexes.join(', ')}${scans.length === 0 ? '' : ` (${scans.join(', ')})`}`;
 }

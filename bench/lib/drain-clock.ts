@@ -3,8 +3,8 @@
 import type { Monitor } from './store-monitor.js';
 
 export interface DrainClock {
-  /** Seconds since the start, CPU µs per write over them, and the store commands counted meanwhile. */
-  stop(writes: number): { seconds: number; cpuUsPerWrite: number; commands: Map<string, number> };
+  /** Seconds since the start, CPU µs per write over them (the bench process's, and the store's: NaN when the monitor cannot read it), and the store commands counted meanwhile. */
+  stop(writes: number): { seconds: number; cpuUsPerWrite: number; storeCpuUsPerWrite: number; commands: Map<string, number> };
 }
 
 export function startDrainClock(mon: Monitor): DrainClock {
@@ -15,7 +15,8 @@ export function startDrainClock(mon: Monitor): DrainClock {
     stop(writes) {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const cpu = process.cpuUsage(cpu0);
-      return { seconds, cpuUsPerWrite: (cpu.user + cpu.system) / writes, commands: mon.take() };
+      const commands = mon.take();
+      return { seconds, cpuUsPerWrite: (cpu.user + cpu.system) / writes, storeCpuUsPerWrite: (mon.lastStoreCpuSeconds() * 1e6) / writes, commands };
     },
   };
 }

@@ -2,6 +2,7 @@
 // command name: what a pass of the drain benchmark asks of the store.
 import { MongoClient, type CommandFailedEvent, type CommandStartedEvent, type CommandSucceededEvent } from 'mongodb';
 import { mongoClientOptions } from '../../shared/mongo.js';
+import { storeCpuSeconds } from './proc-cpu.js';
 
 export interface Monitor {
   readonly client: MongoClient;
@@ -9,10 +10,18 @@ export interface Monitor {
   take(): Map<string, number>;
   /** Seconds the store spent answering, by command name, since the last take() (summed over concurrent commands). */
   lastSeconds(): Map<string, number>;
+  /**
+   * CPU seconds of the store's processes (its PostgreSQL cluster, FerretDB, Redis: bench/lib/proc-cpu.ts)
+   * between the last two take() calls; NaN without the PostgreSQL port.
+   */
+  lastStoreCpuSeconds(): number;
 }
 
-/** A client with the worker's options (shared/mongo.ts createMongo) that counts the commands it sends. */
-export async function monitoredClient(url: string): Promise<Monitor> {
+/** A client with the worker's options (shared/mongo.ts createMongo) that counts the commands it sends; with `postgresPort`, also the store's CPU. */
+export async function monitoredClient(url: string, postgresPort?: number): Promise<Monitor> {
+  const cpuNow = () => (postgresPort === undefined ? Number.NaN : storeCpuSeconds(postgresPort));
+  let cpuAt = cpuNow();
+  let cpuTaken = Number.NaN;
   const client = new MongoClient(url, { ...mongoClientOptions(), retryWrites: false, serverSelectionTimeoutMS: 5000, socketTimeoutMS: 120_000, appName: 'bench-drain', monitorCommands: true });
   let counts = new Map<string, number>();
   let seconds = new Map<string, number>();
@@ -25,6 +34,9 @@ export async function monitoredClient(url: string): Promise<Monitor> {
   return {
     client,
     take() {
+      const cpu = cpuNow();
+      cpuTaken = cpu - cpuAt;
+      cpuAt = cpu;
       const c = counts;
       counts = new Map();
       taken = seconds;
@@ -32,6 +44,7 @@ export async function monitoredClient(url: string): Promise<Monitor> {
       return c;
     },
     lastSeconds: () => taken,
+    lastStoreCpuSeconds: () => cpuTaken,
   };
 }
 

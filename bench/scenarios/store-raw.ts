@@ -17,6 +17,8 @@ export interface RawResult {
   readonly seconds: number;
   readonly rate: number;
   readonly commands: Map<string, number>;
+  /** CPU µs per write of the store's processes over the inserts and updates; NaN when not read. */
+  readonly storeCpuUsPerWrite: number;
   readonly insertSeconds: number;
   readonly updateSeconds: number;
   readonly updates: number;
@@ -76,6 +78,7 @@ export async function rawBurst(mon: Monitor, dbName: string, burst: Burst, seed:
     seconds,
     rate: burst.writes.length / seconds,
     commands,
+    storeCpuUsPerWrite: (mon.lastStoreCpuSeconds() * 1e6) / burst.writes.length,
     insertSeconds: Number(inserted - started) / 1e9,
     updateSeconds: Number(ended - inserted) / 1e9,
     updates: ops.length,

@@ -17,6 +17,8 @@ export interface TextbookDrainResult {
   readonly failedAttempts: number;
   /** CPU of the bench process (where the textbook worker runs) over the drain, µs per write. */
   readonly cpuUsPerWrite: number;
+  /** CPU µs per write of the store's processes (PostgreSQL, FerretDB, Redis) over the drain; NaN when not read. */
+  readonly storeCpuUsPerWrite: number;
   /** Records and responses the store holds afterwards, and responses whose last version is not the one accepted last (no ordering). */
   readonly verified: string;
 }
@@ -51,7 +53,7 @@ export async function textbookDrain(spec: { redisUrl: string; mon: Monitor; dbNa
     if (++completed === jobs.length) done();
   });
   await allDone;
-  const { seconds, cpuUsPerWrite, commands } = clock.stop(burst.writes.length);
+  const { seconds, cpuUsPerWrite, storeCpuUsPerWrite, commands } = clock.stop(burst.writes.length);
   await worker.close();
   await queue.obliterate({ force: true });
   await queue.close();
@@ -61,5 +63,5 @@ export async function textbookDrain(spec: { redisUrl: string; mon: Monitor; dbNa
   const byId = new Map(stored.map((d) => [d._id, JSON.stringify(d.values)]));
   let wrong = 0;
   for (const [id, values] of lastValues) if (byId.get(id) !== JSON.stringify(values)) wrong++;
-  return { seconds, rate: burst.writes.length / seconds, cpuUsPerWrite, commands, failedAttempts, verified: `records ${records}, responses ${stored.length}; ${wrong}/${lastValues.size} responses hold a version older than the last accepted (no ordering)` };
+  return { seconds, rate: burst.writes.length / seconds, cpuUsPerWrite, storeCpuUsPerWrite, commands, failedAttempts, verified: `records ${records}, responses ${stored.length}; ${wrong}/${lastValues.size} responses hold a version older than the last accepted (no ordering)` };
 }

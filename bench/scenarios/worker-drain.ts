@@ -33,6 +33,8 @@ export interface DrainResult {
   readonly verified: string;
   /** CPU of the bench process (where the worker runs) over the drain, µs per write: user + system, all threads. */
   readonly cpuUsPerWrite: number;
+  /** CPU µs per write of the store's processes (PostgreSQL, FerretDB, Redis) over the drain; NaN when not read. */
+  readonly storeCpuUsPerWrite: number;
 }
 
 /**
@@ -82,7 +84,7 @@ export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon
     progress(`job ${job?.id ?? '?'} attempt failed: ${err.message}`);
   });
   await allDone;
-  const { seconds, cpuUsPerWrite, commands } = clock.stop(burst.writes.length);
+  const { seconds, cpuUsPerWrite, storeCpuUsPerWrite, commands } = clock.stop(burst.writes.length);
   const storeSeconds = mon.lastSeconds();
   const counts = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'failed');
   // With the worker still running (bench/webhooks.ts: until every event is delivered).
@@ -92,7 +94,7 @@ export async function drainBurst(spec: { redisUrl: string; storeUrl: string; mon
   await producer.quit();
   const verified = await verifyStored(db, spec.seed, burst);
   const left = Object.values(counts).reduce((a, b) => a + b, 0);
-  return { seconds, rate: burst.writes.length / seconds, cpuUsPerWrite, commands, storeSeconds, summary, failedAttempts, verified: left === 0 ? verified : `${verified}; queue still holds ${JSON.stringify(counts)}` };
+  return { seconds, rate: burst.writes.length / seconds, cpuUsPerWrite, storeCpuUsPerWrite, commands, storeSeconds, summary, failedAttempts, verified: left === 0 ? verified : `${verified}; queue still holds ${JSON.stringify(counts)}` };
 }
 
 /** Counts in the store, and every response touched holds the expected final seq. */
