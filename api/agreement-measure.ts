@@ -54,13 +54,25 @@ function stringList(stored: unknown): ReadonlySet<string> | undefined {
   return Array.isArray(stored) && stored.every((x) => typeof x === 'string') ? new Set(stored as string[]) : undefined;
 }
 
+interface MeasureOptions {
+  /** Agents' suggestions are among the units' observers: the answer counts them apart. */
+  readonly agents?: boolean;
+  /**
+   * Whether any submitted response of the dataset answers the question, whatever filters made
+   * `units` (records, annotators): asked only for a dataset without a definition whose units
+   * hold no value of it, to tell a question nobody answers (404) from filters that leave nothing
+   * (200, `units: 0`). Absent: `units` are unfiltered, so their emptiness is the answer.
+   */
+  readonly answered?: () => Promise<boolean>;
+}
+
 /**
  * Krippendorff's alpha of `question` over `units` (one record's submitted responses each, in any
  * order), accumulated unit by unit: memory holds the coincidence matrix (distinct values, and
  * pairs of them that met), the annotators (and agents, with `options.agents`) counted and one
  * unit, never the dataset.
  */
-export async function measureAgreement(question: string, scale: AgreementScale, units: AsyncIterable<ResponseUnit>, options: { readonly agents?: boolean } = {}): Promise<AgreementBody> {
+export async function measureAgreement(question: string, scale: AgreementScale, units: AsyncIterable<ResponseUnit>, options: MeasureOptions = {}): Promise<AgreementBody> {
   const tally: Tally = { units: 0, pairableValues: 0, excluded: 0, seen: 0, annotators: new Set(), agents: new Set() };
   const counts = () => ({
     units: tally.units,
@@ -95,10 +107,10 @@ export async function measureAgreement(question: string, scale: AgreementScale, 
       const { values, users } = fitting<ScaleValue>(unit, tally, scale.toScale);
       if (pairable(tally, users)) matrix.addUnit(values);
     }
-    if (!scale.defined && tally.seen === 0) {
+    if (!scale.defined && tally.seen === 0 && !(await (options.answered?.() ?? false))) {
       throw new AppError('question_not_found', `no submitted response of this dataset answers ${JSON.stringify(question)} (the dataset has no definition, so only its answers show which questions exist)`);
     }
-    if (!scale.defined && tally.excluded === tally.seen) {
+    if (!scale.defined && tally.seen > 0 && tally.excluded === tally.seen) {
       throw invalidInput('query.question', `has values that are not strings, numbers or booleans (lists or objects): agreement on them needs a dataset definition that gives ${JSON.stringify(question)} a type (multi_label for lists)`);
     }
     const level = scale.level ?? ([...matrix.marginals().keys()].every((x) => typeof x === 'number') ? 'interval' : 'nominal');

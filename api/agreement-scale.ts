@@ -80,7 +80,17 @@ export function agreementScale(definition: DatasetDefinition | undefined, questi
     case 'rating':
       if (level === 'ratio' && question.values.some((x) => x < 0)) throw invalidInput('query.level', 'ratio needs values ≥ 0 (an absolute zero); this rating has negative values');
       return { kind: 'scalar', defined: true, level, toScale: fromList(question.values, level) };
+    case 'number': {
+      // A value outside the question's bounds now (written before they changed) does not fit.
+      const { min = -Infinity, max = Infinity } = question;
+      const inBounds: ToScale = (stored) => {
+        const x = finiteNumber(stored);
+        return x !== undefined && x >= min && x <= max ? x : undefined;
+      };
+      return { kind: 'scalar', defined: true, level, toScale: inBounds };
+    }
     default:
-      return { kind: 'scalar', defined: true, level, toScale: finiteNumber };
+      // The types refused above (REFUSED_TYPES).
+      throw invalidInput('query.question', `is a ${question.type} question, which has no agreement`);
   }
 }

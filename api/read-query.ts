@@ -8,6 +8,9 @@ import { FILTER_ENTRIES, filterDigest, MetadataFilters, METADATA_PARAM_PREFIX, s
 export const MAX_PAGE_LIMIT = 500;
 export const DEFAULT_PAGE_LIMIT = 50;
 
+/** The query string of a read that takes no parameter: any one is 400, as on the other reads. */
+export const NoParameters = v.strictObject({});
+
 export const RECORD_ORDERS = ['newest', 'oldest'] as const;
 export type RecordOrder = (typeof RECORD_ORDERS)[number];
 

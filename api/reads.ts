@@ -6,7 +6,7 @@ import { suggestionsOf } from './suggestion-reads.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { encodeCursor, type RecordListing } from './read-query.js';
 import { filterDigest, hasResponseFilter, NO_FILTERS, recordConditions, responsesMatch, type RecordFilters } from './record-filters.js';
-import type { ResponseUnit } from './response-units.js';
+import { questionAnswered, type ResponseUnit } from './response-units.js';
 import { agreementUnits, type AgreementUnitQuery } from './agreement-units.js';
 
 /** `updated_since` names more records touched by responses than one listing looks up; see {@link UPDATED_SINCE_MAX_RECORDS}. */
@@ -54,6 +54,8 @@ export interface RecordReader {
   exportDataset(datasetId: string, filters?: RecordFilters): AsyncGenerator<string, void, undefined>;
   /** A dataset's submitted responses to one question, one record at a time (api/response-units.ts), with agents and filters (api/agreement-units.ts). */
   submittedUnits(query: AgreementUnitQuery): AsyncGenerator<ResponseUnit, void, undefined>;
+  /** Whether any submitted response of the dataset answers `question`, whatever the agreement's filters (api/response-units.ts). */
+  questionAnswered(datasetId: string, question: string): Promise<boolean>;
 }
 
 interface RecordReaderOptions {
@@ -109,6 +111,7 @@ export function createRecordReader(options: RecordReaderOptions): RecordReader {
 
   return {
     submittedUnits: (query) => agreementUnits({ records, responses, suggestions }, query),
+    questionAnswered: (datasetId, question) => questionAnswered(responses, datasetId, question),
 
     async getRecord(id) {
       const doc = await records.findOne({ _id: id });

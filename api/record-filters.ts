@@ -80,6 +80,7 @@ export const MetadataFilters = v.pipe(
       v.maxLength(MAX_METADATA_VALUE_CHARS, `must be at most ${MAX_METADATA_VALUE_CHARS} characters`),
       v.description('`metadata.<key>=<value>`: records whose `metadata[<key>]` equals the value, as a string, or as a boolean for `true`/`false`, or as a number for JSON number syntax (`metadata.turn=3` matches 3 and "3").'),
     ),
+    'give metadata filters as metadata.<key>=<value> (a parameter named metadata alone is not one)',
   ),
   v.check((m) => Object.keys(m).length <= MAX_METADATA_FILTERS, `at most ${MAX_METADATA_FILTERS} metadata.<key> filters`),
 );

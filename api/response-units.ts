@@ -48,6 +48,16 @@ export async function* submittedUnits(responses: Collection<ResponseDoc>, query:
 }
 
 /**
+ * Whether any `submitted` response of the dataset answers `question`, whatever the agreement's
+ * filters: for a dataset without a definition only the answers show which questions exist. One
+ * document looked at, through the index the units' query uses.
+ */
+export async function questionAnswered(responses: Collection<ResponseDoc>, datasetId: string, question: string): Promise<boolean> {
+  const filter: Filter<ResponseDoc> = { feedback_dataset_id: datasetId, status: 'submitted', [`values.${question}`]: { $exists: true } };
+  return (await responses.findOne(filter, { projection: { _id: 1 } })) !== null;
+}
+
+/**
  * The documents of a cursor sorted by record, grouped into one unit per record: a unit is
  * complete when the next record id shows. Ending the iteration early closes the cursor.
  */

@@ -2,6 +2,7 @@ import * as v from 'valibot';
 import { ErrorDetail, type ErrorCode } from './errors.js';
 import { ResponseStatus } from './schemas.js';
 import { AGREEMENT_LEVELS } from './agreement.js';
+import { CompletionRule } from './dataset-definition.js';
 
 /*
  * The success bodies of the write endpoints: built by the API (api/write-kinds.ts, api/write-pipeline.ts),
@@ -160,7 +161,7 @@ const StatusCounts = v.object({
 export const ProgressBody = v.object({
   feedback_dataset_id: v.string(),
   completion: v.pipe(
-    v.nullable(v.object({ min_submitted: v.number() })),
+    v.nullable(CompletionRule),
     v.description("The dataset definition's completion rule; null without one (records then stay `submitted`)."),
   ),
   records: v.object({

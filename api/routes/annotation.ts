@@ -2,11 +2,9 @@ import type { ApiParamsContext } from '../state.js';
 import type { AnnotationReader } from '../annotation-reads.js';
 import type { DatasetRegistry } from '../dataset-store.js';
 import { parseQuery } from '../parse-input.js';
-import * as v from 'valibot';
+import { NoParameters } from '../read-query.js';
 import { checkRecordDataset, fromStore, readableDataset, readableRecordId, recordPending, type ReadRouteDeps } from './reads.js';
 
-/** The query string of an endpoint that takes no parameter (the export's filters are not progress filters). */
-const NO_PARAMETERS = v.strictObject({});
 
 interface AnnotationRouteDeps extends ReadRouteDeps {
   readonly annotation: AnnotationReader;
@@ -18,6 +16,7 @@ interface AnnotationRouteDeps extends ReadRouteDeps {
 export function getRecordHistory(deps: AnnotationRouteDeps) {
   return async (ctx: ApiParamsContext): Promise<void> => {
     const id = readableRecordId(deps, ctx);
+    parseQuery(NoParameters, ctx.query);
     const history = await fromStore(deps, () => deps.annotation.history(id));
     if (history === undefined) throw recordPending(deps);
     checkRecordDataset(ctx, history.feedback_dataset_id);
@@ -30,8 +29,8 @@ export function getRecordHistory(deps: AnnotationRouteDeps) {
 export function getDatasetProgress(deps: AnnotationRouteDeps) {
   return async (ctx: ApiParamsContext): Promise<void> => {
     const datasetId = readableDataset(ctx);
-    // No parameters: an unknown one is 400, as on the other reads.
-    parseQuery(NO_PARAMETERS, ctx.query);
+    // No parameters (the export's filters are not progress filters).
+    parseQuery(NoParameters, ctx.query);
     const rule = deps.registry?.byId(datasetId)?.definition.completion;
     ctx.set('Cache-Control', 'no-store');
     ctx.body = await fromStore(deps, () => deps.annotation.progress(datasetId, rule));

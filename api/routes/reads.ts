@@ -7,7 +7,7 @@ import type { IdMinter } from '../../shared/ids.js';
 import { invalidInput, parseQuery } from '../parse-input.js';
 import type { AuthenticatedKey } from '../key-verifier.js';
 import { mayReadDataset } from '../scopes.js';
-import { DatasetIdParam, ExportQuery, groupMetadataParams, RecordListQuery, toFilters, toListing } from '../read-query.js';
+import { DatasetIdParam, ExportQuery, NoParameters, groupMetadataParams, RecordListQuery, toFilters, toListing } from '../read-query.js';
 import { TooManyUpdatedRecordsError, type RecordReader } from '../reads.js';
 
 export interface ReadRouteDeps {
@@ -64,6 +64,7 @@ export function readableDataset(ctx: ParamsContext): string {
 export function getFeedbackRecord(deps: ReadRouteDeps) {
   return async (ctx: ParamsContext): Promise<void> => {
     const id = readableRecordId(deps, ctx);
+    parseQuery(NoParameters, ctx.query);
     const record = await fromStore(deps, () => deps.reader.getRecord(id));
     if (record === undefined) throw recordPending(deps);
     checkRecordDataset(ctx, record.feedback_dataset_id);

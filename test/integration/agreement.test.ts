@@ -91,6 +91,31 @@ describe('GET /datasets/{dataset_id}/agreement', () => {
     expect(res.body).to.include({ annotators: 2, units: 8 });
   });
 
+  it('without a definition, filters that leave no value answer units 0, not "no such question"', async () => {
+    // ds_free's records are seeded `submitted` (no rule): none is completed, and nobody is no annotator.
+    for (const filters of ['records=completed', 'annotators=nobody', 'annotators=nobody&records=completed']) {
+      const res = await get(`/datasets/ds_free/agreement?question=quality&${filters}`);
+      expect(res.status, `${filters}: ${res.text}`).to.equal(200);
+      expect(res.body, filters).to.include({ question: 'quality', alpha: null, units: 0, pairable_values: 0 });
+    }
+    // A question nobody answers is still 404 with the same filters.
+    const missing = await get('/datasets/ds_free/agreement?question=colour&records=completed');
+    expect(missing.status, missing.text).to.equal(404);
+    expect(missing.body.error.code).to.equal('question_not_found');
+  });
+
+  it("a number question's bounds decide which stored values fit: those outside them now are excluded", async () => {
+    const units = unitsOf(rated, 'quality');
+    const number = (max: number) => ({ ...DEFINITION, id: 'ds_n', created_at: '', updated_at: '', questions: [{ name: 'quality', type: 'number', min: 1, max, required: true }] }) as DatasetDefinition;
+    const all = await measureAgreement('quality', agreementScale(number(5), 'quality', undefined), stream(units));
+    const cut = await measureAgreement('quality', agreementScale(number(4), 'quality', undefined), stream(units));
+    const fives = units.flatMap((u) => u.values).filter((x) => x.value === 5).length;
+    expect(fives).to.be.greaterThan(0);
+    expect(all).to.include({ excluded_values: 0, pairable_values: 40 });
+    expect(cut.excluded_values).to.equal(fives);
+    expect(cut.alpha).to.not.equal(all.alpha);
+  });
+
   it('refuses what it cannot measure, with the error shape', async () => {
     const cases: [string, number, string, string?][] = [
       ['question=quality&colour=red', 400, 'validation_failed', 'query.colour'],
@@ -101,6 +126,8 @@ describe('GET /datasets/{dataset_id}/agreement', () => {
       ['question=quality&annotators=A,,B', 400, 'validation_failed', 'query.annotators'],
       ['question=note', 400, 'validation_failed', 'query.question'],
       ['question=colour', 404, 'question_not_found'],
+      ['question=quality&question=note', 400, 'validation_failed', 'query.question'],
+      ['question=quality&level[]=x', 400, 'validation_failed', 'query["level[]"]'],
     ];
     for (const [query, status, code, path] of cases) {
       const res = await get(`/datasets/ds_rated/agreement?${query}`);
@@ -108,6 +135,8 @@ describe('GET /datasets/{dataset_id}/agreement', () => {
       expect(res.body.error.code, query).to.equal(code);
       if (path !== undefined) expect(res.body.error.details.map((d: { path: string }) => d.path), query).to.include(path);
     }
+    const repeated = await get('/datasets/ds_rated/agreement?question=quality&level=nominal&level=ordinal');
+    expect(repeated.body.error.details).to.deep.equal([{ path: 'query.level', message: 'must be given once' }]);
     expect((await get('/datasets/ds_free/agreement?question=colour')).body.error.code).to.equal('question_not_found');
     expect((await get('/datasets/ds_rated/agreement?question=quality&records=all')).status).to.equal(200);
   });

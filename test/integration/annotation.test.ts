@@ -145,6 +145,12 @@ describe('completion, progress and history through the API', () => {
     expect(await client.getRecordHistory(id)).to.deep.equal(res.body);
     // The record read does not carry the history.
     expect((await get(`/feedback-record/${id}`)).body.responses[1]).to.not.have.property('history');
+    // Neither read takes a parameter: an unknown one is 400, as on the other reads.
+    for (const path of [`/feedback-record/${id}/history?limit=5`, `/feedback-record/${id}?x=1`]) {
+      const refused = await get(path);
+      expect(refused.status, path).to.equal(400);
+      expect(refused.body.error.details[0], path).to.include({ message: 'is not a known property' });
+    }
   });
 
   it('history: 404 record_not_found for an unknown id, 403 for a write-only key', async () => {

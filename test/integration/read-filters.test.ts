@@ -169,6 +169,10 @@ describe('GET /datasets/{dataset_id}/records and /export: filters', () => {
         expect(paths.some((p) => p === path || p.startsWith(`${path}.`) || p.startsWith(`${path}[`)), `${endpoint}?${query}: ${paths.join(', ')}`).to.equal(true);
       }
     }
+    // The messages say what is wrong, not what the schema expected.
+    const messages = async (query: string) => (await get(`/datasets/ds_filter/records?${query}`)).body.error.details.map((d: { message: string }) => d.message);
+    expect(await messages('metadata=1')).to.deep.equal(['give metadata filters as metadata.<key>=<value> (a parameter named metadata alone is not one)']);
+    expect(await messages('status=pending&status=completed')).to.deep.equal(['must be given once']);
   });
 
   it('user_id on a dataset where it is rare: a page looks at most 5,000 records, may come back short with a cursor, and paging still finds every match once', async function () {
