@@ -3,6 +3,7 @@ import type { RecordDoc, RecordStatus, ResponseDoc } from '../shared/documents.j
 import { COLLECTIONS } from '../shared/mongo.js';
 import { createCompletionGuards } from './completion-guards.js';
 import type { CompletionRules } from './completion-rules.js';
+import type { CompletionRule } from '../shared/dataset-definition.js';
 import { storeCall } from './errors.js';
 import { ROUND_READ_BATCH } from './store-chunks.js';
 
@@ -55,8 +56,13 @@ export interface CompletionRound {
 }
 
 export interface CompletionTracker {
-  /** A store round's completion: call {@link CompletionRound.finish} once its responses are stored. */
-  round(): CompletionRound;
+  /**
+   * A store round's completion, with the rules of `datasetIds` (the datasets of the round's new
+   * records) read now; the rules of other datasets its responses touch are read by
+   * {@link CompletionRound.finish}. Call `finish` once its responses are stored. Throws
+   * {@link TransientStoreError} when the store cannot be reached.
+   */
+  round(datasetIds: readonly string[]): Promise<CompletionRound>;
   /**
    * Recounts the status of `records` (record id → dataset id) from their stored responses. Call it
    * after responses are removed (an erasure): records of datasets without a rule are skipped.
@@ -67,7 +73,7 @@ export interface CompletionTracker {
 
 export interface CompletionTrackerOptions {
   readonly db: Db;
-  readonly rules: Pick<CompletionRules, 'ruleOf'>;
+  readonly rules: CompletionRules;
   /**
    * Called with the records whose status this recount changed, after the change is stored. Once
    * per change as a rule: a worker that dies between the status write and this call does not call
@@ -139,17 +145,33 @@ export interface CompletionTrackerOptions {
  * before the status write, and again by any later round that holds the write of `completed_seq`
  * (the same job run again), so that a crash on either side of the status write loses nothing.
  */
+/** The rules a round has read: of the datasets in `read` (those without a rule are absent from `rules`). */
+interface Snapshot {
+  readonly read: ReadonlySet<string>;
+  readonly rules: ReadonlyMap<string, CompletionRule>;
+}
+
+const NOTHING_HELD: Snapshot = { read: new Set(), rules: new Map() };
+
 export function createCompletionTracker(options: CompletionTrackerOptions): CompletionTracker {
   const { db, rules } = options;
   const records = db.collection<RecordDoc>(COLLECTIONS.records);
   const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
   const guards = createCompletionGuards(db);
 
+  /** `held`, with the rules of the datasets of `touched` that it does not hold yet read now. */
+  async function withRulesOf(touched: ReadonlyMap<string, TouchedRecord>, held: Snapshot): Promise<Snapshot> {
+    const missing = [...new Set([...touched.values()].map((t) => t.datasetId))].filter((id) => !held.read.has(id));
+    if (missing.length === 0) return held;
+    const more = await rules.rulesOf(missing);
+    return { read: new Set([...held.read, ...missing]), rules: new Map([...held.rules, ...more]) };
+  }
+
   /** The records of `touched` under a rule, with the rule's minimum. */
-  function ruled(touched: ReadonlyMap<string, TouchedRecord>): Map<string, number> {
+  function ruled(touched: ReadonlyMap<string, TouchedRecord>, held: Snapshot): Map<string, number> {
     const minOf = new Map<string, number>();
     for (const [recordId, { datasetId }] of touched) {
-      const rule = rules.ruleOf(datasetId);
+      const rule = held.rules.get(datasetId);
       if (rule !== undefined) minOf.set(recordId, rule.min_submitted);
     }
     return minOf;
@@ -264,8 +286,8 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
     return { again, prior: nextPrior };
   }
 
-  async function finish(touched: ReadonlyMap<string, TouchedRecord>, fresh: ReadonlyMap<string, Pick<RecordDoc, 'status' | 'completed_seq'>>): Promise<void> {
-    const minOf = ruled(touched);
+  async function finish(touched: ReadonlyMap<string, TouchedRecord>, fresh: ReadonlyMap<string, Pick<RecordDoc, 'status' | 'completed_seq'>>, held: Snapshot): Promise<void> {
+    const minOf = ruled(touched, await withRulesOf(touched, held));
     if (minOf.size === 0) return;
     const recount = [...minOf.keys()].filter((id) => !fresh.has(id)).sort();
     let pass = await settle(minOf, touched, recount, new Map([...fresh].filter(([id]) => minOf.has(id))), new Map());
@@ -274,11 +296,14 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
   }
 
   return {
-    round() {
+    async round(datasetIds) {
+      const unique = [...new Set(datasetIds)];
+      const held: Snapshot = { read: new Set(unique), rules: await rules.rulesOf(unique) };
       // The status each record of the round was given for its insert.
       const given = new Map<string, Pick<RecordDoc, 'status' | 'completed_seq'>>();
       const fieldsOf = (datasetId: string, firstResponseStatus: string, seq: number): Pick<RecordDoc, 'status' | 'completed_seq'> => {
-        const rule = rules.ruleOf(datasetId);
+        // A dataset not read with the round has no new record in it: no rule applies to an insert there.
+        const rule = held.rules.get(datasetId);
         if (rule === undefined) return { status: 'submitted' };
         if (firstResponseStatus === 'submitted' && rule.min_submitted <= 1) return { status: 'completed', completed_seq: seq };
         return { status: 'pending' };
@@ -289,10 +314,10 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
           given.set(recordId, fields);
           return fields;
         },
-        finish: (touched, fresh) => finish(touched, new Map([...fresh].flatMap((id) => (given.has(id) ? [[id, given.get(id)!] as const] : [])))),
+        finish: (touched, fresh) => finish(touched, new Map([...fresh].flatMap((id) => (given.has(id) ? [[id, given.get(id)!] as const] : []))), held),
       };
     },
     // No write of the caller's completes a record (an erasure only removes responses).
-    recount: (records) => finish(new Map([...records].map(([id, datasetId]) => [id, { datasetId, seqs: [] }])), new Map()),
+    recount: (records) => finish(new Map([...records].map(([id, datasetId]) => [id, { datasetId, seqs: [] }])), new Map(), NOTHING_HELD),
   };
 }

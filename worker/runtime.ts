@@ -90,8 +90,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     if (ownMongo) await mongo.close();
     throw err;
   });
-  const completionRules = createCompletionRules({ db: primaryDb(mongo), refreshMs: config.datasetsRefreshMs, logger });
-  await completionRules.start(config.mongodbTimeoutMs);
+  const completionRules = createCompletionRules({ db: primaryDb(mongo), logger });
   const redis = createRedis(config, 'worker', logger);
   void checkEvictionPolicy(redis, logger);
   void checkPersistence(redis, logger);
@@ -204,7 +203,6 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
       closing ??= (async () => {
         await Promise.all(workers.map((w) => w.close()));
         await reconnector?.close();
-        await completionRules.close();
         await webhooks.close();
         metricsServer?.close();
         await Promise.all(queues.map((q) => q.close()));

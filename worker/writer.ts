@@ -95,7 +95,11 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     const results: (WriteResult | undefined)[] = new Array<WriteResult | undefined>(items.length);
     const guard = options.erasures;
     at.enter('tombstones');
-    const before = guard === undefined ? NO_TOMBSTONES : await guard.tombstones(items);
+    // The completion rules of the round's new records' datasets are read beside the tombstones.
+    const [before, completion] = await Promise.all([
+      guard === undefined ? NO_TOMBSTONES : guard.tombstones(items),
+      options.completion?.round(items.filter(isRecordWrite).map((i) => i.write.record.feedback_dataset_id)),
+    ]);
     const coveredBefore = new Map<number, Tombstone>();
     for (const [i, item] of items.entries()) {
       if (!isRecordWrite(item)) continue;
@@ -108,7 +112,6 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
     const notes: RoundNotes | undefined = options.events?.active() === true ? { records: [], insertedResponses: [], maybeStored: [] } : undefined;
     // Records of this round are known once inserted; the others are looked up meanwhile.
     const inRound = new Set(items.filter(isRecordWrite).map((i) => i.write.record_id));
-    const completion = options.completion?.round();
     const inserted = new Set<string>();
     at.enter('records');
     const [, datasets] = await Promise.all([

@@ -24,14 +24,34 @@ describe('completion, progress and history through the API', () => {
     stack.request(`/datasets/${id}`, { method: 'PUT', headers: { Authorization: `Bearer ${ADMIN.secret}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
 
   before(async () => {
-    stack = await startStack(testConfig({ API_KEYS, READ_API_KEY_NAMES: READER.name, ADMIN_API_KEY_NAMES: ADMIN.name, RESPONSE_HISTORY_MAX: '3' }), { worker: false });
+    stack = await startStack(testConfig({ API_KEYS, READ_API_KEY_NAMES: READER.name, ADMIN_API_KEY_NAMES: ADMIN.name, RESPONSE_HISTORY_MAX: '3', DATASETS_REFRESH_MS: '3600000' }), { worker: false });
     expect((await put('ds_progress', { ...DEFINITION, completion: { min_submitted: 2 } })).status).to.equal(201);
     expect((await put('ds_norule', DEFINITION)).status).to.equal(201);
-    // The worker loads the rules as it starts (and every DATASETS_REFRESH_MS after).
     await stack.startWorker();
   });
   after(async () => {
     await stack?.close();
+  });
+
+  it('a rule PUT applies to the writes accepted after its 201, added, changed or removed (no reload period in between)', async () => {
+    // The stack's processes reload definitions every DATASETS_REFRESH_MS (an hour here, below):
+    // the PUT's own API process holds the new definition at once, and the worker reads the rule
+    // with each store round.
+    const statusOf = async (id: string) => (await eventually(async () => {
+      const r = await get(`/feedback-record/${id}`);
+      return r.status === 200 ? (r.body.status as string) : undefined;
+    }, 15_000, `record ${id} stored`));
+    const create = async () => {
+      const created = await stack.post('/feedback-record', recordBody({ record: { feedback_dataset_id: 'ds_rule_now' }, response: { user_id: 'ann-a', values: { helpful: 1 } } }));
+      expect(created.status, created.text).to.equal(200);
+      return created.body.feedback_record_id as string;
+    };
+    expect((await put('ds_rule_now', { ...DEFINITION, completion: { min_submitted: 2 } })).status).to.equal(201);
+    expect(await statusOf(await create()), 'rule added: one submitted of two').to.equal('pending');
+    expect((await put('ds_rule_now', { ...DEFINITION, completion: { min_submitted: 1 } })).status).to.equal(200);
+    expect(await statusOf(await create()), 'rule changed to one').to.equal('completed');
+    expect((await put('ds_rule_now', DEFINITION)).status).to.equal(200);
+    expect(await statusOf(await create()), 'rule removed').to.equal('submitted');
   });
 
   it('PUT /datasets/{id} refuses a bad completion rule with 400 and its path', async () => {

@@ -14,6 +14,7 @@ import { startRacingWorkers, type RacingWorkers } from '../helpers/racing-worker
 import { silentLogger } from '../helpers/stack.js';
 import { shuffled } from '../helpers/writes.js';
 import { gate, holdingCall } from '../helpers/held-calls.js';
+import { fixedRules } from '../helpers/fixed-rules.js';
 
 const DATASET = 'ds_completion';
 const BASE_SEQ = 2 ** 50;
@@ -66,7 +67,7 @@ describe('record completion (worker/completion.ts) on the real store', () => {
   const statusOf = async (r: number) => (await db.collection<RecordDoc>(COLLECTIONS.records).findOne({ _id: recordId(r) }))?.status;
 
   function writerWith(minSubmitted: number | undefined, changes: RecordStatusChange[] = []): FeedbackWriter {
-    const rules = { ruleOf: (id: string) => (id === DATASET && minSubmitted !== undefined ? { min_submitted: minSubmitted } : undefined) };
+    const rules = fixedRules((id: string) => (id === DATASET && minSubmitted !== undefined ? { min_submitted: minSubmitted } : undefined));
     const completion = createCompletionTracker({ db, rules, onStatusChanged: (c) => void changes.push(...c) });
     return createFeedbackWriter({ db, logger: silentLogger, completion });
   }
@@ -106,7 +107,7 @@ describe('record completion (worker/completion.ts) on the real store', () => {
    * Drop that check and the record ends `completed`.
    */
   it('a recount that counted before another worker\'s response and writes after that worker\'s recount does not win', async () => {
-    const rules = { ruleOf: () => ({ min_submitted: 2 }) };
+    const rules = fixedRules(() => ({ min_submitted: 2 }));
     await createFeedbackWriter({ db, logger: silentLogger, completion: createCompletionTracker({ db, rules }) }).write([recordWrite(1)]);
     const g = gate();
     // A's recount's first bulkWrite on the records is its status write.
@@ -131,7 +132,7 @@ describe('record completion (worker/completion.ts) on the real store', () => {
    * whatever the guard says, or claim nothing in B, and the record stays `pending`.
    */
   it("a new record's status set at insert is recounted when another worker's recount took the record over before its first response was stored", async () => {
-    const rules = { ruleOf: () => ({ min_submitted: 2 }) };
+    const rules = fixedRules(() => ({ min_submitted: 2 }));
     const g = gate();
     // The writer's first insertMany on responses is A's first response.
     const writerA = createFeedbackWriter({ db: holdingCall(db, COLLECTIONS.responses, 'insertMany', 1, g.onHeld, g.released), logger: silentLogger, completion: createCompletionTracker({ db, rules }) });
@@ -154,7 +155,7 @@ describe('record completion (worker/completion.ts) on the real store', () => {
    * submitted: completed). Check only the records a recount wrote and the record stays `pending`.
    */
   it('a recount that found a new record without its first response reads its responses again, and recounts when that response was stored meanwhile', async () => {
-    const rules = { ruleOf: () => ({ min_submitted: 2 }) };
+    const rules = fixedRules(() => ({ min_submitted: 2 }));
     const gA = gate();
     const gB = gate();
     const writerA = createFeedbackWriter({ db: holdingCall(db, COLLECTIONS.responses, 'insertMany', 1, gA.onHeld, gA.released), logger: silentLogger, completion: createCompletionTracker({ db, rules }) });
@@ -186,7 +187,7 @@ describe('record completion (worker/completion.ts) on the real store', () => {
   });
 
   it('an erasure hook: recount() after responses are removed sets the status back', async () => {
-    const rules = { ruleOf: () => ({ min_submitted: 2 }) };
+    const rules = fixedRules(() => ({ min_submitted: 2 }));
     const completion = createCompletionTracker({ db, rules });
     const w = createFeedbackWriter({ db, logger: silentLogger, completion });
     await w.write([recordWrite(1), responseWrite(1, 1, 1, 'submitted')]);
@@ -227,7 +228,7 @@ describe('worker processes racing on the same records (completion status)', func
     const { db } = race;
     const minSubmitted = 2;
     await createDatasetAdmin({ db }).put(DATASET, { fields: [{ name: 'q', type: 'text' }], questions: [{ name: 'v', type: 'number' }], completion: { min_submitted: minSubmitted } });
-    const rules = { ruleOf: () => ({ min_submitted: minSubmitted }) };
+    const rules = fixedRules(() => ({ min_submitted: minSubmitted }));
     // The records (their first response a draft), so that no response waits for its record.
     await createFeedbackWriter({ db, logger: silentLogger, completion: createCompletionTracker({ db, rules }) }).write(
       Array.from({ length: RECORDS }, (_, r) => recordWrite(r + 1, 'draft')),

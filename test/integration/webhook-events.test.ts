@@ -22,6 +22,7 @@ import { testConfig, TEST_KEY } from '../helpers/env.js';
 import { eventually, silentLogger, startStack, type Stack } from '../helpers/stack.js';
 import { startWebhookReceiver } from '../helpers/webhook-receiver.js';
 import { ADMIN, adminRequest, deduped, failingFirstInsert, outboxEvents, record, subscribeTo, WEBHOOK_ENV, type Event } from '../helpers/webhook-stack.js';
+import { fixedRules } from '../helpers/fixed-rules.js';
 
 /* The events that describe more than one write: response.erased (an erasure) and record.completed (a completion rule). */
 
@@ -165,7 +166,7 @@ describe('webhooks: record.completed', function () {
     stack = await startStack(testConfig({ ...WEBHOOK_ENV }), { worker: false });
     const put = await adminRequest(stack, '/datasets/ds_complete', 'PUT', { ...DEFINITION, completion: { min_submitted: 2 } });
     expect(put.status, put.text).to.equal(201);
-    // The worker loads the completion rules as it starts.
+    // Started after the PUT as before; the worker reads the rules with each round anyway.
     await stack.startWorker();
   });
   after(async () => {
@@ -267,7 +268,7 @@ describe('webhooks: record.completed', function () {
       const outbox = createEventOutbox({ db: failing.db, subscriptions: stack.worker!.webhooks.subscriptions, logger: silentLogger });
       const completion = createCompletionTracker({
         db: stack.db,
-        rules: { ruleOf: (id) => (DATASETS[id] === undefined ? undefined : { min_submitted: DATASETS[id] }) },
+        rules: fixedRules((id) => (DATASETS[id] === undefined ? undefined : { min_submitted: DATASETS[id] })),
         onCompleting: createCompletionEvents({ db: stack.db, outbox }),
       });
       return { failing, writer: createFeedbackWriter({ db: stack.db, logger: silentLogger, completion, events: createRoundEvents({ db: stack.db, outbox }) }) };
