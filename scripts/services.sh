@@ -31,8 +31,10 @@ echo "MONGODB_URI=$MONGODB_URI"
 echo "services: running; Ctrl-C (or SIGTERM / SIGINT to this process) stops them." >&2
 if [[ ${#SERVER_PIDS[@]} -gt 0 ]]; then
   # Ends when a server dies; the EXIT trap stops the other one.
-  wait -n "${SERVER_PIDS[@]}"
-  die "a server stopped on its own (see $RUN_DIR/*.log)."
+  # `|| status=$?`: under `set -e` a server killed would end the script here, without the message.
+  status=0
+  wait -n "${SERVER_PIDS[@]}" || status=$?
+  die "a server stopped on its own (exit status $status; see $RUN_DIR/*.log)."
 fi
 # Both were given (REDIS_URL and MONGODB_URI): nothing of ours to watch; wait for the signal
 # (the sleep is stopped with the servers).

@@ -91,4 +91,9 @@ feedback-ingest is running. Ctrl-C (or SIGTERM / SIGINT to this process) stops e
   CLIs     npm run keys / npm run dead-letters against this run need REDIS_URL=$REDIS_SHOWN MONGODB_URI=$MONGODB_SHOWN
 EOF
 fi
-wait -n "${APP_PIDS[@]}" "${SERVER_PIDS[@]}"
+# One of them ended on its own: say so (under `set -e` a bare `wait -n` would end the script
+# silently), then the EXIT trap stops the rest and the script ends with that exit status.
+status=0
+wait -n "${APP_PIDS[@]}" "${SERVER_PIDS[@]}" || status=$?
+echo "start: a process it started stopped on its own (exit status $status; the servers' logs are in $RUN_DIR/*.log); stopping the rest." >&2
+exit $((status == 0 ? 1 : status))

@@ -30,39 +30,63 @@ describe('npm run services (scripts/services.sh)', function () {
     seen = [];
   });
 
+  /** `npm run --silent services` on free LOCAL_* ports and a run directory of its own, once it printed its two URLs. */
+  async function startServices() {
+    const ports = await distinctFreePorts(['LOCAL_REDIS_PORT', 'LOCAL_MONGODB_PORT', 'LOCAL_POSTGRES_PORT', 'LOCAL_FERRETDB_DEBUG_PORT'] as const);
+    runDir = mkdtempSync(join(tmpdir(), 'fi-services-'));
+    // As root the private PostgreSQL runs as an unprivileged user, which must traverse this directory.
+    chmodSync(runDir, 0o711);
+    const env: Record<string, string> = {};
+    for (const [key, value] of Object.entries(process.env)) if (value !== undefined && !INHERITED_OUT.includes(key)) env[key] = value;
+    Object.assign(env, Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])), { LOCAL_RUN_DIR: runDir });
+
+    const npm = spawn('npm', ['run', '--silent', 'services'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    child = npm;
+    let stdout = '';
+    let stderr = '';
+    npm.stdout!.setEncoding('utf8').on('data', (s: string) => (stdout += s));
+    npm.stderr!.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => npm.once('exit', (code, sig) => resolve({ code, signal: sig })));
+
+    const urls = await eventually(
+      async () => {
+        if (npm.exitCode !== null) throw new Error(`npm run services exited (${npm.exitCode}) before printing its URLs:\n${stdout}\n${stderr}`);
+        const lines = stdout.split('\n').filter((l) => l !== '');
+        return lines.length >= 2 ? lines : undefined;
+      },
+      180_000,
+      'REDIS_URL and MONGODB_URI on stdout',
+    );
+    // Exactly those two lines on stdout: a caller can `eval` or parse them.
+    expect(urls).to.deep.equal([`REDIS_URL=redis://127.0.0.1:${ports.LOCAL_REDIS_PORT}`, `MONGODB_URI=mongodb://127.0.0.1:${ports.LOCAL_MONGODB_PORT}/feedback`]);
+    return { npm, ports, exited, stderr: () => stderr, runDir };
+  }
+
+  it('a server that dies on its own (its Redis killed) ends the run with a message and a failing status, the other servers stopped', async () => {
+    const { npm, ports, exited, stderr, runDir: dir } = await startServices();
+    seen = descendants(npm.pid!);
+    const pg = postmaster(join(dir, 'postgres'));
+    if (pg !== undefined) seen.push(pg);
+    const redisServer = seen.find((p) => p.command.includes('redis-server'));
+    expect(redisServer, JSON.stringify(seen.map((p) => p.command))).to.not.equal(undefined);
+    process.kill(redisServer!.pid, 'SIGKILL');
+    const exit = await Promise.race([exited, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 60_000).unref())]);
+    expect(exit, `still running 60 s after its Redis died:\n${stderr()}`).to.not.equal(undefined);
+    expect(exit!.code, stderr()).to.not.equal(0);
+    expect(stderr()).to.include('a server stopped on its own');
+    const left = await eventually(async () => (seen.filter(alive).length === 0 ? [] : undefined), 30_000, 'every process it started to be gone').catch(() => seen.filter(alive).map((p) => `${p.pid} ${p.command}`));
+    expect(left, stderr()).to.deep.equal([]);
+    for (const [name, port] of Object.entries(ports)) expect(await portAnswers(port), `${name} ${port} still answers`).to.equal(false);
+  });
+
   for (const { signal, exitCode } of [
     { signal: 'SIGINT', exitCode: 130 },
     { signal: 'SIGTERM', exitCode: 143 },
   ] as const) {
     it(`prints REDIS_URL and MONGODB_URI of servers that serve on the LOCAL_* ports; ${signal} to the npm process stops them and it exits by ${signal}`, async () => {
-      const ports = await distinctFreePorts(['LOCAL_REDIS_PORT', 'LOCAL_MONGODB_PORT', 'LOCAL_POSTGRES_PORT', 'LOCAL_FERRETDB_DEBUG_PORT'] as const);
-      runDir = mkdtempSync(join(tmpdir(), 'fi-services-'));
-      // As root the private PostgreSQL runs as an unprivileged user, which must traverse this directory.
-      chmodSync(runDir, 0o711);
-      const env: Record<string, string> = {};
-      for (const [key, value] of Object.entries(process.env)) if (value !== undefined && !INHERITED_OUT.includes(key)) env[key] = value;
-      Object.assign(env, Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])), { LOCAL_RUN_DIR: runDir });
-
-      const npm = spawn('npm', ['run', '--silent', 'services'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-      child = npm;
-      let stdout = '';
-      let stderr = '';
-      npm.stdout!.setEncoding('utf8').on('data', (s: string) => (stdout += s));
-      npm.stderr!.setEncoding('utf8').on('data', (s: string) => (stderr += s));
-      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => npm.once('exit', (code, sig) => resolve({ code, signal: sig })));
-
-      const urls = await eventually(
-        async () => {
-          if (npm.exitCode !== null) throw new Error(`npm run services exited (${npm.exitCode}) before printing its URLs:\n${stdout}\n${stderr}`);
-          const lines = stdout.split('\n').filter((l) => l !== '');
-          return lines.length >= 2 ? lines : undefined;
-        },
-        180_000,
-        'REDIS_URL and MONGODB_URI on stdout',
-      );
-      // Exactly those two lines on stdout: a caller can `eval` or parse them.
-      expect(urls).to.deep.equal([`REDIS_URL=redis://127.0.0.1:${ports.LOCAL_REDIS_PORT}`, `MONGODB_URI=mongodb://127.0.0.1:${ports.LOCAL_MONGODB_PORT}/feedback`]);
-
+      const run = await startServices();
+      const { npm, ports, exited } = run;
+      const stderr = () => run.stderr();
       const redis = new Redis(`redis://127.0.0.1:${ports.LOCAL_REDIS_PORT}`, { lazyConnect: true, maxRetriesPerRequest: 1 });
       const mongo = new MongoClient(`mongodb://127.0.0.1:${ports.LOCAL_MONGODB_PORT}/feedback`, { serverSelectionTimeoutMS: 10_000 });
       try {
@@ -87,20 +111,20 @@ describe('npm run services (scripts/services.sh)', function () {
       }
       // Only the servers: no API, no worker.
       expect(commands.filter((c) => c.includes('dist/') || c.includes('main.ts'))).to.deep.equal([]);
-      const pg = postmaster(join(runDir, 'postgres'));
+      const pg = postmaster(join(run.runDir, 'postgres'));
       expect(pg, 'the private PostgreSQL in LOCAL_RUN_DIR/postgres').to.not.equal(undefined);
       seen.push(pg!);
 
       process.kill(npm.pid!, signal);
       const exit = await Promise.race([exited, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 60_000).unref())]);
-      expect(exit, `npm run services still running 60 s after ${signal}:\n${stderr}`).to.not.equal(undefined);
-      expect(exit!.signal ?? exit!.code, stderr).to.be.oneOf([signal, exitCode]);
+      expect(exit, `npm run services still running 60 s after ${signal}:\n${stderr()}`).to.not.equal(undefined);
+      expect(exit!.signal ?? exit!.code, stderr()).to.be.oneOf([signal, exitCode]);
       const left = await eventually(async () => (seen.filter(alive).length === 0 ? [] : undefined), 30_000, `every process npm run services started to be gone after ${signal}`).catch(() =>
         seen.filter(alive).map((p) => `${p.pid} ${p.command}`),
       );
-      expect(left, stderr).to.deep.equal([]);
+      expect(left, stderr()).to.deep.equal([]);
       for (const [name, port] of Object.entries(ports)) expect(await portAnswers(port), `${name} ${port} still answers`).to.equal(false);
-      expect(stderr).to.include(`SIG${signal.slice(3)} received: stopping`).and.include('services: stopped.');
+      expect(stderr()).to.include(`SIG${signal.slice(3)} received: stopping`).and.include('services: stopped.');
     });
   }
 });
