@@ -22,6 +22,7 @@ import { DEAD_LETTERS_PATH, deleteDeadLetter, getDeadLetter, listDeadLetters, re
 import { errorHandler } from './middleware/errors.js';
 import { exactRoutes } from './middleware/exact-routes.js';
 import { jsonBody } from './middleware/json-body.js';
+import { pathEncoding } from './middleware/path-encoding.js';
 import { requestId } from './middleware/request-id.js';
 import { requestLog } from './middleware/request-log.js';
 import { createWritePipeline, FEEDBACK_BATCH_PATH } from './write-pipeline.js';
@@ -171,6 +172,7 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
   app.use(exactRoutes('POST', writeRoutes));
   // allowedMethods (non-throwing) sets 405/501 with Allow after the routes ran; turn that, and an
   // unmatched path, into the error shape of the contract.
+  app.use(pathEncoding());
   app.use(async (ctx, next) => {
     await next();
     if (ctx.status === 405 || ctx.status === 501) {

@@ -127,6 +127,15 @@ describe('GET /datasets/{dataset_id}/records', () => {
     }
   });
 
+  it('a path whose percent-encoding does not decode is 400 (not read as an id of that text); a % escaped as %25 is a dataset id like any other', async () => {
+    for (const path of ['/datasets/%E0%A4%A/records', '/datasets/a%ZZ/export', '/feedback-record/%E0%A4%A', '/datasets/%/progress']) {
+      const res = await get(path);
+      expect(res.status, `${path}: ${res.text}`).to.equal(400);
+      expect(res.body.error.details[0]).to.include({ path: 'path' });
+    }
+    expect((await get('/datasets/a%25b/records')).status).to.equal(200);
+  });
+
   it('bad query parameters are 400 validation_failed with every problem in details', async () => {
     const res = await get('/datasets/ds_list/records?order=sideways&updated_since=yesterday&responses=maybe&colour=red');
     expect(res.status).to.equal(400);
