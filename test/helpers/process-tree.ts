@@ -118,3 +118,37 @@ export async function distinctFreePorts<K extends string>(names: readonly K[]): 
   }
   return ports;
 }
+
+/** What a script run under test exposes to {@link killOneAndExpectStop}. */
+export interface RunningScript {
+  readonly npm: ChildProcess;
+  readonly runDir: string;
+  readonly ports: Readonly<Record<string, number>>;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** What the script printed so far (stderr, or both streams). */
+  readonly output: () => string;
+}
+
+/**
+ * SIGKILLs the first descendant of `run` whose command holds `victim`, then expects the script to
+ * end by itself within a minute with a failing status and `message` in its output, every process
+ * it started (and its private PostgreSQL) gone and every port free. Returns what it watched, for
+ * the caller's clean-up.
+ */
+export async function killOneAndExpectStop(run: RunningScript, victim: string, message: string, waitFor: (check: () => Promise<unknown>, ms: number, what: string) => Promise<unknown>): Promise<Proc[]> {
+  const seen = descendants(run.npm.pid!);
+  const pg = postmaster(join(run.runDir, 'postgres'));
+  if (pg !== undefined) seen.push(pg);
+  const target = seen.find((p) => p.command.includes(victim));
+  if (target === undefined) throw new Error(`no descendant runs ${victim}: ${JSON.stringify(seen.map((p) => p.command))}`);
+  process.kill(target.pid, 'SIGKILL');
+  const exit = await Promise.race([run.exited, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 60_000).unref())]);
+  if (exit === undefined) throw new Error(`still running 60 s after ${victim} died:\n${run.output()}`);
+  if (exit.code === 0 || (exit.code === null && exit.signal === null)) throw new Error(`ended with status 0 after ${victim} died:\n${run.output()}`);
+  if (!run.output().includes(message)) throw new Error(`no "${message}" in its output:\n${run.output()}`);
+  await waitFor(async () => (seen.filter(alive).length === 0 ? true : undefined), 30_000, 'every process it started to be gone').catch(() => {
+    throw new Error(`still alive: ${seen.filter(alive).map((p) => `${p.pid} ${p.command}`).join(', ')}`);
+  });
+  for (const [name, port] of Object.entries(run.ports)) if (await portAnswers(port)) throw new Error(`${name} ${port} still answers`);
+  return seen;
+}

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
-import { alive, cleanUpScriptRun, descendants, distinctFreePorts, portAnswers, postmaster, type Proc } from '../helpers/process-tree.js';
+import { alive, cleanUpScriptRun, descendants, distinctFreePorts, killOneAndExpectStop, portAnswers, postmaster, type Proc } from '../helpers/process-tree.js';
 import { eventually } from '../helpers/stack.js';
 
 /** Variables of the test run that would point the script at other servers. */
@@ -63,20 +63,8 @@ describe('npm run services (scripts/services.sh)', function () {
   }
 
   it('a server that dies on its own (its Redis killed) ends the run with a message and a failing status, the other servers stopped', async () => {
-    const { npm, ports, exited, stderr, runDir: dir } = await startServices();
-    seen = descendants(npm.pid!);
-    const pg = postmaster(join(dir, 'postgres'));
-    if (pg !== undefined) seen.push(pg);
-    const redisServer = seen.find((p) => p.command.includes('redis-server'));
-    expect(redisServer, JSON.stringify(seen.map((p) => p.command))).to.not.equal(undefined);
-    process.kill(redisServer!.pid, 'SIGKILL');
-    const exit = await Promise.race([exited, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 60_000).unref())]);
-    expect(exit, `still running 60 s after its Redis died:\n${stderr()}`).to.not.equal(undefined);
-    expect(exit!.code, stderr()).to.not.equal(0);
-    expect(stderr()).to.include('a server stopped on its own');
-    const left = await eventually(async () => (seen.filter(alive).length === 0 ? [] : undefined), 30_000, 'every process it started to be gone').catch(() => seen.filter(alive).map((p) => `${p.pid} ${p.command}`));
-    expect(left, stderr()).to.deep.equal([]);
-    for (const [name, port] of Object.entries(ports)) expect(await portAnswers(port), `${name} ${port} still answers`).to.equal(false);
+    const run = await startServices();
+    seen = await killOneAndExpectStop({ ...run, output: run.stderr }, 'redis-server', 'a server stopped on its own', eventually);
   });
 
   for (const { signal, exitCode } of [

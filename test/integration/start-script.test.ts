@@ -4,7 +4,7 @@ import { chmodSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEV_API_KEY_SECRET } from '../../api/dev-key-guard.js';
-import { alive, cleanUpScriptRun, descendants, distinctFreePorts, portAnswers, postmaster, type Proc } from '../helpers/process-tree.js';
+import { alive, cleanUpScriptRun, descendants, distinctFreePorts, killOneAndExpectStop, portAnswers, postmaster, type Proc } from '../helpers/process-tree.js';
 import { eventually, recordBody } from '../helpers/stack.js';
 
 /** Variables of the test run that would point the script at other servers or keys. */
@@ -61,21 +61,9 @@ describe('npm start (scripts/start.sh)', function () {
   }
 
   it('a process that dies on its own (the worker killed) ends npm start with a message and a failing status, the rest stopped', async () => {
-    const { npm, ports, exited, output, runDir: dir } = await startNpm();
-    await eventually(async () => (output().includes('feedback-ingest is running.') ? true : undefined), 10_000, 'the start-up summary');
-    seen = descendants(npm.pid!);
-    const pg = postmaster(join(dir, 'postgres'));
-    if (pg !== undefined) seen.push(pg);
-    const worker = seen.find((p) => p.command.includes('dist/worker/main.js'));
-    expect(worker, JSON.stringify(seen.map((p) => p.command))).to.not.equal(undefined);
-    process.kill(worker!.pid, 'SIGKILL');
-    const exit = await Promise.race([exited, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 60_000).unref())]);
-    expect(exit, `npm start still running 60 s after its worker died:\n${output()}`).to.not.equal(undefined);
-    expect(exit!.code, output()).to.not.equal(0);
-    expect(output()).to.include('stopped on its own');
-    const left = await eventually(async () => (seen.filter(alive).length === 0 ? [] : undefined), 30_000, 'every process npm start started to be gone').catch(() => seen.filter(alive).map((p) => `${p.pid} ${p.command}`));
-    expect(left, output()).to.deep.equal([]);
-    for (const [name, port] of Object.entries(ports)) expect(await portAnswers(port), `${name} ${port} still answers`).to.equal(false);
+    const run = await startNpm();
+    await eventually(async () => (run.output().includes('feedback-ingest is running.') ? true : undefined), 10_000, 'the start-up summary');
+    seen = await killOneAndExpectStop(run, 'dist/worker/main.js', 'stopped on its own', eventually);
   });
 
   for (const { signal, exitCode } of [
