@@ -111,7 +111,7 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
     const { tokens, maxTtlSeconds } = deps.feedbackTokens;
     router.post(FEEDBACK_TOKENS_PATH, auth, ...rateLimit, ...jsonBody({ limitBytes: deps.bodyLimitBytes }), postFeedbackToken({ ids: deps.ids, tokens, maxTtlSeconds }));
   }
-  router.post(FEEDBACK_BATCH_PATH, auth, ...rateLimit, ...jsonBody({ limitBytes: deps.batchRequestMaxBytes }), pipeline.batch(deps.batchRequestMaxItems));
+  router.post(FEEDBACK_BATCH_PATH, auth, ...rateLimit, ...jsonBody({ limitBytes: deps.batchRequestMaxBytes }), pipeline.batch(deps.batchRequestMaxItems, deps.bodyLimitBytes));
   if (deps.reader !== undefined) {
     const read = [authenticate(deps.keys), requireRead()];
     const readDeps = { reader: deps.reader, ids: deps.ids, retryAfterSeconds: deps.retryAfterSeconds };

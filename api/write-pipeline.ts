@@ -39,8 +39,12 @@ export interface WritePipelineDeps {
 export interface WritePipeline {
   /** The route of a kind's own endpoint: one write, answered 200 with its ids. */
   one<B>(kind: WriteKind<B, unknown>): (ctx: ApiContext) => Promise<void>;
-  /** The route of `POST /feedback-batch`: up to `maxItems` writes of any kind, answered 207. */
-  batch(maxItems: number): (ctx: ApiContext) => Promise<void>;
+  /**
+   * The route of `POST /feedback-batch`: up to `maxItems` writes of any kind, answered 207. An item
+   * whose JSON is larger than `maxItemBytes` (the single calls' `BODY_LIMIT_BYTES`) is refused at
+   * its place with 413 `payload_too_large`, as its single call would be.
+   */
+  batch(maxItems: number, maxItemBytes: number): (ctx: ApiContext) => Promise<void>;
 }
 
 export function createWritePipeline(deps: WritePipelineDeps): WritePipeline {
@@ -89,14 +93,14 @@ export function createWritePipeline(deps: WritePipelineDeps): WritePipeline {
       };
     },
 
-    batch(maxItems) {
+    batch(maxItems, maxItemBytes) {
       const envelope = feedbackBatchBody(maxItems);
       return async (ctx) => {
         const { items } = parseBody(envelope, ctx.state.body);
         const idemKey = readIdempotencyKey(ctx);
         refuseWhenOverloaded();
         const wc = context(ctx);
-        ctx.body = await idempotentCall(ctx, deps, { endpoint: 'feedback-batch', body: ctx.state.body, idemKey }, (seed) => acceptItems(ctx, wc, items, seed));
+        ctx.body = await idempotentCall(ctx, deps, { endpoint: 'feedback-batch', body: ctx.state.body, idemKey }, (seed) => acceptItems(ctx, wc, items, seed, maxItemBytes));
         ctx.status = BATCH_STATUS;
       };
     },
@@ -108,12 +112,19 @@ export function createWritePipeline(deps: WritePipelineDeps): WritePipeline {
    * call is 503 and nothing is promised: the client retries the whole call with the same
    * Idempotency-Key, which mints the same ids, so items that did reach Redis are stored once.
    */
-  async function acceptItems(ctx: ApiContext, wc: WriteContext, items: readonly unknown[], seed: string | undefined): Promise<BatchBody> {
+  async function acceptItems(ctx: ApiContext, wc: WriteContext, items: readonly unknown[], seed: string | undefined, maxItemBytes: number): Promise<BatchBody> {
     const results: BatchItemResult[] = [];
     const recordIds = new Map<number, string>();
     const queued: Promise<EnqueueReceipt>[] = [];
     for (const [index, item] of items.entries()) {
       let built: BuiltWrite;
+      // What the single call would have read: a batch is not a way around BODY_LIMIT_BYTES (nor,
+      // with it, around the store's 16 MiB document limit: an item accepted here must be storable).
+      const itemBytes = Buffer.byteLength(JSON.stringify(item));
+      if (itemBytes > maxItemBytes) {
+        results.push(itemError(index, new AppError('payload_too_large', `the item is ${itemBytes} bytes of JSON, larger than the limit of a single call (${maxItemBytes} bytes, BODY_LIMIT_BYTES)`) as AppError & { readonly code: BatchItemCode }));
+        continue;
+      }
       try {
         // Each item of an idempotent call gets its own seed: a retry mints every id again, the same.
         built = await prepareItem(wc, item, index, seed === undefined ? undefined : `${seed}\0${index}`, recordIds);
@@ -124,7 +135,7 @@ export function createWritePipeline(deps: WritePipelineDeps): WritePipeline {
       }
       if (built.write.kind === 'record') recordIds.set(index, built.answer.feedback_record_id);
       // Submitted in item order: the enqueuer mints the acceptance order at submit.
-      queued.push(enqueue(ctx, built, Buffer.byteLength(JSON.stringify(item))));
+      queued.push(enqueue(ctx, built, itemBytes));
       results.push({ index, status: 200, result: built.answer });
     }
     const outcomes = await Promise.allSettled(queued);

@@ -28,7 +28,7 @@ export type SuggestionAcceptedBody = v.InferOutput<typeof SuggestionAcceptedBody
 export type WriteAnswer = AcceptedBody | SuggestionAcceptedBody;
 
 /** What a batch item can be refused with: the refusals of the checks a single write passes before it is queued. */
-export const BATCH_ITEM_CODES = ['validation_failed', 'forbidden', 'record_not_found', 'dataset_not_found'] as const satisfies readonly ErrorCode[];
+export const BATCH_ITEM_CODES = ['validation_failed', 'forbidden', 'record_not_found', 'dataset_not_found', 'payload_too_large'] as const satisfies readonly ErrorCode[];
 export type BatchItemCode = (typeof BATCH_ITEM_CODES)[number];
 
 const ItemIndex = v.pipe(v.number(), v.integer(), v.minValue(0), v.description('The index of the item in the request.'));

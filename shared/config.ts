@@ -65,7 +65,7 @@ const SETTINGS = {
   corsOrigins: text('CORS_ORIGINS', '', 'Comma-separated origins (`https://chat.example.com`, no path) whose pages may call `POST /feedback-response` from a browser (CORS); unset = none. Only that route answers CORS.', { type: 'list' }),
   nodeEnv: text('NODE_ENV', 'development', '`production` makes `ID_SIGNING_SECRETS` mandatory.'),
   queueName: text('QUEUE_NAME', 'feedback-writes', 'BullMQ queue name.', { type: '1–100 of `[A-Za-z0-9_-]`', pattern: [/^[A-Za-z0-9_-]{1,100}$/, 'QUEUE_NAME must be 1-100 of [A-Za-z0-9_-]'] }),
-  bodyLimitBytes: int('BODY_LIMIT_BYTES', { default: MiB, min: 1024, max: 64 * MiB, unit: 'bytes' }, 'Largest accepted body; larger is 413.'),
+  bodyLimitBytes: int('BODY_LIMIT_BYTES', { default: MiB, min: 1024, max: 64 * MiB, unit: 'bytes' }, 'Largest accepted body of a single write, and of each item of `POST /feedback-batch`; larger is 413. Above about 2 MiB a write of many small numbers can be larger than 16 MiB as a stored (BSON) document, which the worker then dead-letters: raise it with care.'),
   batchRequestMaxItems: int('BATCH_REQUEST_MAX_ITEMS', { default: 500, min: 1, max: 10_000, unit: 'items' }, 'Most items one `POST /feedback-batch` call may hold; more is 400 `validation_failed`. See [Batch](api.md#batch).'),
   batchRequestMaxBytes: int('BATCH_REQUEST_MAX_BYTES', { default: 16 * MiB, min: 1024, max: 256 * MiB, unit: 'bytes' }, 'Largest accepted body of `POST /feedback-batch` (instead of `BODY_LIMIT_BYTES`); larger is 413.'),
   queueCompression: oneOf('QUEUE_COMPRESSION', JOB_COMPRESSIONS, 'deflate', "How a job's writes are packed for Redis: `deflate`, or `none` (plain JSON, readable in Redis tools)."),

@@ -189,6 +189,22 @@ describe('POST /feedback-batch', () => {
     expect(single.status).to.equal(413);
   });
 
+  it('an item larger than BODY_LIMIT_BYTES is 413 payload_too_large at its place (a batch is no way around the single limit, nor the store document limit); the others are stored', async () => {
+    const items = [
+      tagged('item-limit', 'small-0'),
+      tagged('item-limit', 'huge', { values: { comment: 'x'.repeat(3000) } }),
+      { record_index: 1, response: { status: 'draft', values: { helpful: 1 }, user_id: 'second' } },
+      tagged('item-limit', 'small-3'),
+    ];
+    const res = await stack.post('/feedback-batch', batch(items));
+    expect(res.status, res.text).to.equal(207);
+    expect(res.body).to.include({ accepted: 2, rejected: 2 });
+    expect(res.body.items.map((i: Json) => i['status'])).to.deep.equal([200, 413, 404, 200]);
+    expectItemError(res.body.items[1], 1, 413, 'payload_too_large');
+    await storedCounts(stack, 'item-limit', 2, 2);
+    expect(await records(stack.db).countDocuments({ 'metadata.tag': 'item-limit', external_id: 'huge' })).to.equal(0);
+  });
+
   it('a key scoped to datasets: items of other datasets are 403 forbidden, its own accepted', async () => {
     const admin = createApiKeyAdmin({ db: stack.db, reservedNames: stack.config.apiKeys.map((k) => k.name) });
     const { secret } = await admin.create({ name: 'batch-scoped', datasets: ['ds_a'] });
