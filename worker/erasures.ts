@@ -122,6 +122,14 @@ export function createEraser(options: EraserOptions): Eraser {
     // Versions of the user's responses kept later than the erasure hold earlier ones in their
     // history (RESPONSE_HISTORY_MAX): those accepted before the erasure go too.
     await storeCall(() => responses.updateMany({ user_id: userId, ...inDatasets, 'history.seq': { $lt: seq } }, { $pull: { history: { seq: { $lt: seq } } } }));
+    // Their `created_at` is the time of the erased first version: it moves to the first version
+    // kept (the oldest left in `history`, else the stored one). A response first written after
+    // the erasure was created after its acceptance, so only older ones are touched.
+    await storeCall(() =>
+      responses.updateMany({ user_id: userId, ...inDatasets, seq: { $gte: seq }, created_at: { $lt: erasure.at } }, [
+        { $set: { created_at: { $ifNull: [{ $min: '$history.updated_at' }, '$updated_at'] } } },
+      ]),
+    );
 
     if (rule === 'created_and_orphaned' && touched.size > 0) {
       const ids = [...touched];

@@ -15,7 +15,7 @@ import { eventually, recordBody, records, responses, startStack, type HttpResult
 const ADMIN = { ADMIN_API_KEY_NAMES: TEST_KEY.name, ERASURE_SETTLE_MS: '0' };
 
 function erasures(stack: Stack) {
-  return stack.db.collection<{ _id: string; seq: number; status: string; user_hash: string }>(COLLECTIONS.erasures);
+  return stack.db.collection<{ _id: string; seq: number; status: string; user_hash: string; requested_at: Date }>(COLLECTIONS.erasures);
 }
 
 async function inBatches(count: number, send: (i: number) => Promise<HttpResult>, width = 20): Promise<HttpResult[]> {
@@ -101,6 +101,31 @@ describe('POST /admin/erasures (ordered erasure)', () => {
     expect(view.finished_at).to.be.a('string');
     // The tombstone keeps a hash, never the user id.
     expect(JSON.stringify(await erasures(stack).findOne({ _id: id }))).to.not.include('alice');
+  });
+
+  it('a version accepted after the erasure and stored before its sweep keeps nothing of the earlier ones: not in history, not their created_at', async () => {
+    stack = await startStack(testConfig({ ...ADMIN }));
+    const record = await stack.post('/feedback-record', recordBody({ response: { user_id: 'bob' } }));
+    const recordId = record.body.feedback_record_id as string;
+    const answer = (v: number) => stack.post('/feedback-response', { feedback_record_id: recordId, response: { status: 'submitted', values: { v }, user_id: 'carol' } });
+    const first = await answer(1);
+    await eventually(async () => ((await responses(stack.db).findOne({ _id: first.body.feedback_response_id }))?.['values']?.['v'] === 1 ? true : undefined), 20_000, 'the first version stored');
+    // The second version, the erasure and a third version queued together: one store round meets them.
+    await stack.stopWorker();
+    await answer(2);
+    const id = await erase(stack, { user_id: 'carol', records: 'keep' });
+    await answer(3);
+    await stack.startWorker();
+    await done(stack, id);
+    await drained(stack);
+    const { seq } = (await erasures(stack).findOne({ _id: id }))!;
+    const doc = await responses(stack.db).findOne({ _id: first.body.feedback_response_id });
+    expect(doc?.['values'], 'the version accepted after the erasure is stored').to.deep.equal({ v: 3 });
+    expect(doc!['seq']).to.be.greaterThan(seq);
+    const history = (doc!['history'] ?? []) as { seq: number }[];
+    expect(history.filter((h) => h.seq < seq), 'versions before the erasure in history').to.deep.equal([]);
+    const erasedAt = new Date((await erasures(stack).findOne({ _id: id }))!.requested_at);
+    expect(new Date(doc!['created_at'] as Date).getTime(), "created_at is not the erased first version's").to.be.at.least(erasedAt.getTime());
   });
 
   it('records: keep leaves the records the user created (without their response); created_and_orphaned also removes records left unanswered', async () => {
