@@ -65,6 +65,8 @@ export interface ErasureHooks {
   readonly removed?: OnErased;
   /** Before records an erasure removes are deleted, awaited like `removing` (the outbox's events that carry their fields). */
   readonly removingRecords?: (recordIds: readonly string[]) => Promise<void>;
+  /** After records an erasure removes are deleted (the writer forgets it knew them stored). */
+  readonly removedRecords?: (recordIds: readonly string[]) => void;
 }
 
 export interface ErasureGuard {
@@ -170,6 +172,7 @@ export function createErasureGuard(options: { readonly db: Db } & ErasureHooks):
         await options.removingRecords?.(recordIds);
         await storeCall(() => suggestions.deleteMany({ feedback_record_id: { $in: recordIds } }));
         await storeCall(() => records.deleteMany({ _id: { $in: recordIds } }));
+        options.removedRecords?.(recordIds);
       }
       if (removed.length > 0) await options.removed?.(removed);
     },

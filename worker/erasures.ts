@@ -68,6 +68,7 @@ export function createEraser(options: EraserOptions): Eraser {
     await options.removingRecords?.(ids);
     await storeCall(() => suggestions.deleteMany({ feedback_record_id: { $in: [...ids] } }));
     const removed = (await storeCall(() => records.deleteMany({ _id: { $in: [...ids] } }))).deletedCount;
+    options.removedRecords?.(ids);
     await storeCall(() => completionGuards.deleteMany({ _id: { $in: [...ids] } }));
     return removed;
   }

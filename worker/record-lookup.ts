@@ -4,8 +4,10 @@ import { isTransientMongoError, TransientStoreError } from './errors.js';
 import { ROUND_READ_BATCH } from './store-chunks.js';
 
 interface RecordLookup {
-  /** Notes a record as stored (records are never deleted, so the note stays true). */
+  /** Notes a record as stored (true until an erasure removes it: see {@link RecordLookup.forget}). */
   remember(recordId: string, datasetId: string): void;
+  /** Drops records an erasure removes from the memory, so that a later response to one is not stored without it. */
+  forget(recordIds: readonly string[]): void;
   /** The dataset of each stored record among `recordIds`; records not stored are absent. */
   datasetsOf(recordIds: readonly string[]): Promise<Map<string, string>>;
 }
@@ -31,6 +33,9 @@ export function createRecordLookup(options: { records: Collection<RecordDoc>; ca
 
   return {
     remember,
+    forget(recordIds) {
+      for (const id of recordIds) known.delete(id);
+    },
     async datasetsOf(recordIds) {
       const out = new Map<string, string>();
       const missing: string[] = [];

@@ -109,6 +109,8 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
   // completion is counted again (a submitted response erased may take a record back to pending),
   // then the caller is told (options.onErased).
   // The outbox's events that carry the erased data go before the data does (worker/erasure-outbox.ts).
+  // The writer is built below, after the hooks it takes.
+  let forgetRecords: (recordIds: readonly string[]) => void = () => undefined;
   const outboxEraser = createOutboxEraser(primaryDb(mongo), webhooks.fanOutLock);
   const erasureHooks: ErasureHooks = {
     removing: async (removing) => {
@@ -116,6 +118,9 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
       await outboxEraser.responses(removing);
     },
     removingRecords: (recordIds) => outboxEraser.records(recordIds),
+    // After they are gone: a round that looks one of them up from now on reads the store, not
+    // this process's memory (a round that read it just before the delete remembered it).
+    removedRecords: (recordIds) => forgetRecords(recordIds),
     removed: async (removed) => {
       await completion.recount(new Map(removed.map(({ doc }) => [doc.feedback_record_id, doc.feedback_dataset_id])));
       await options.onErased?.(removed);
@@ -125,6 +130,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
   // Twice the sockets' timeout: every store call of a round has had the chance to time out on its own.
   const writer = createFeedbackWriter({ db: primaryDb(mongo), logger, roundDeadlineMs: 2 * socketTimeoutMs(config), completion, historyMax: config.responseHistoryMax, erasures: createErasureGuard({ db: primaryDb(mongo), ...erasureHooks }), events: webhooks.roundEvents });
   writerBusy = () => writer.busy();
+  forgetRecords = (recordIds) => writer.forgetRecords(recordIds);
   // The store is shared by every shard: when it is down, every shard's queue waits.
   // A client the driver never reconnects gets a new topology (worker/store-reconnect.ts); only our own client.
   const reconnector = ownMongo ? createStoreReconnector({ client: mongo.client, probe: () => probeStore(config), clientAnswers: () => clientAnswers(mongo.client, config.mongodbTimeoutMs), logger }) : undefined;

@@ -42,6 +42,12 @@ export interface FeedbackWriter {
    * writes wait in the queue (a burst); under a steady load the worker keeps up with small rounds.
    */
   busy(): boolean;
+  /**
+   * Records an erasure removes (in this process): the writer forgets it knew them stored, so that
+   * a response to one arriving later is not stored without its record. Another worker process's
+   * memory of them lasts until it evicts them (docs/erasure.md, Not guaranteed).
+   */
+  forgetRecords(recordIds: readonly string[]): void;
 }
 
 /** A round this large means writes are waiting for the worker (jobs merge into rounds of up to 2,000). */
@@ -306,5 +312,6 @@ export function createFeedbackWriter(options: FeedbackWriterOptions): FeedbackWr
   return {
     write: (items) => (items.length === 0 ? Promise.resolve([]) : rounds.submit(items)),
     busy: () => backlogRounds > 0 || Date.now() - lastBacklogRoundEnd < BUSY_AFTER_MS,
+    forgetRecords: (recordIds) => lookup.forget(recordIds),
   };
 }

@@ -4,7 +4,7 @@ import { createFeedbackClient } from '../../client/index.js';
 import { COLLECTIONS } from '../../shared/mongo.js';
 import { TEST_KEY, testConfig } from '../helpers/env.js';
 import { sharedServices } from '../helpers/root-hooks.js';
-import { eventually, recordBody, records, responses, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
+import { deadLetters, eventually, recordBody, records, responses, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
 
 /*
  * POST /admin/erasures ordered with the queue (docs/erasure.md): what the user wrote before the
@@ -126,6 +126,22 @@ describe('POST /admin/erasures (ordered erasure)', () => {
     expect(history.filter((h) => h.seq < seq), 'versions before the erasure in history').to.deep.equal([]);
     const erasedAt = new Date((await erasures(stack).findOne({ _id: id }))!.requested_at);
     expect(new Date(doc!['created_at'] as Date).getTime(), "created_at is not the erased first version's").to.be.at.least(erasedAt.getTime());
+  });
+
+  it('a response to a record the erasure removed, sent after it: not stored without its record (dead-lettered record_not_stored), though the worker had the record in memory', async () => {
+    stack = await startStack(testConfig({ ...ADMIN, JOB_ATTEMPTS: '1' }));
+    const created = await stack.post('/feedback-record', recordBody({ response: { user_id: 'dave' } }));
+    const recordId = created.body.feedback_record_id as string;
+    // Another annotator's response, stored: the worker has met the record (it inserted it).
+    await stack.post('/feedback-response', { feedback_record_id: recordId, response: { status: 'submitted', values: { v: 1 }, user_id: 'erin' } });
+    await eventually(async () => ((await responses(stack.db).countDocuments({ feedback_record_id: recordId })) === 2 ? true : undefined), 20_000, 'both responses stored');
+    await done(stack, await erase(stack, { user_id: 'dave' }));
+    expect(await records(stack.db).countDocuments({ _id: recordId }), 'the record dave created is erased').to.equal(0);
+    const late = await stack.post('/feedback-response', { feedback_record_id: recordId, response: { status: 'submitted', values: { v: 2 }, user_id: 'fay' } });
+    expect(late.status, late.text).to.equal(200);
+    const letter = await eventually(async () => (await deadLetters(stack.db).findOne({ record_id: recordId })) ?? undefined, 20_000, 'the late response dead-lettered');
+    expect(letter['reason']).to.equal('record_not_stored');
+    expect(await responses(stack.db).countDocuments({ feedback_record_id: recordId }), 'no response stored without its record').to.equal(0);
   });
 
   it('records: keep leaves the records the user created (without their response); created_and_orphaned also removes records left unanswered', async () => {
