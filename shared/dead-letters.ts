@@ -28,6 +28,12 @@ export const DeadLetter = v.object({
   write_index: v.nullable(v.pipe(v.number(), v.integer())),
   request_id: v.nullable(v.string()),
   record_id: v.nullable(v.string()),
+  /**
+   * The annotator of the write (its response's `user_id`), kept beside the payload so that an
+   * erasure finds the letter even when `payload_json` was cut short before it; absent on letters
+   * of earlier releases, of whole jobs and of suggestions and erasures.
+   */
+  user_id: v.exactOptional(v.nullable(v.string())),
   seq: v.nullable(v.pipe(v.number(), v.integer(), v.description('Acceptance order of the write, kept by a retry so that it cannot overwrite a later update.'))),
   /** The write (or the whole job payload) as JSON text: the store may refuse it as a document. */
   payload_json: v.string(),

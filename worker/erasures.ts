@@ -142,9 +142,10 @@ export function createEraser(options: EraserOptions): Eraser {
       }
     }
 
-    // Dead letters of the user's writes before the erasure (their payload is the write as JSON
-    // text), and of any write to a record erased here; a whole-job letter has no seq.
-    const ofUser: Filter<DeadLetter>[] = [{ payload_json: { $regex: escapeRegex(`"user_id":${JSON.stringify(userId)}`) } }];
+    // Dead letters of the user's writes before the erasure (by the letter's user_id, or in its
+    // payload, the write as JSON text, for letters of earlier releases), and of any write to a
+    // record erased here; a whole-job letter has no seq.
+    const ofUser: Filter<DeadLetter>[] = [{ user_id: userId }, { payload_json: { $regex: escapeRegex(`"user_id":${JSON.stringify(userId)}`) } }];
     if (erasedRecords.length > 0) ofUser.push({ record_id: { $in: erasedRecords } });
     const letters = await storeCall(() => deadLetters.deleteMany({ $and: [{ $or: [{ seq: { $lt: seq } }, { seq: null }] }, { $or: ofUser }] }));
     counts.dead_letters += letters.deletedCount;

@@ -85,6 +85,7 @@ export function createWriteProcessor(deps: ProcessorDeps): WriteProcessor {
       write_index: index,
       request_id: w?.request_id ?? null,
       record_id: w?.record_id ?? null,
+      user_id: w !== undefined && (w.kind === 'record' || w.kind === 'response') ? w.response.user_id : null,
       seq: item?.seq ?? null,
       payload_json: payloadText(payload),
     });

@@ -43,6 +43,7 @@ describe('dead-letter tools', () => {
     expect(res.status).to.equal(200);
     const orphan = await eventually(async () => (await deadLetters(stack.db).findOne({ record_id: orphanRecordId })) ?? undefined, 15_000, 'record_not_stored dead letter');
     expect(orphan['reason']).to.equal('record_not_stored');
+    expect(orphan['user_id'], 'the letter names its annotator beside the payload').to.equal('ann-dl');
     orphanLetterId = orphan._id;
 
     // A poison write, queued past the API (as an older or buggy producer might).

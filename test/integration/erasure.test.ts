@@ -253,9 +253,12 @@ describe('POST /admin/erasures (ordered erasure)', () => {
       _id: id, reason: 'store_rejected', error: 'test', queue: stack.config.queueName, job_id: '1', write_index: 0, request_id: 'r', record_id: 'rec_x', seq: 1,
       payload_json: JSON.stringify({ kind: 'response', record_id: 'rec_x', response: { status: 'submitted', values: { v: 1 }, user_id: user } }), failed_at: new Date(),
     });
-    await stack.db.collection(COLLECTIONS.deadLetters).insertMany([letter('dl-gina', 'gina'), letter('dl-hal', 'hal')] as never[]);
+    // And one whose payload was cut short before its user_id (a write over the letter's 1 MiB of
+    // payload): the letter's own user_id names her.
+    const cut = { ...letter('dl-gina-cut', 'gina'), _id: 'dl-gina-cut', seq: 2, user_id: 'gina', payload_json: '{"kind":"record","record":{"field_to_value":{"prompt":"gina\'s words' };
+    await stack.db.collection(COLLECTIONS.deadLetters).insertMany([letter('dl-gina', 'gina'), letter('dl-hal', 'hal'), cut] as never[]);
     const view = await done(stack, await erase(stack, { user_id: 'gina' }));
-    expect(view.removed).to.deep.equal({ responses: 1, records: 1, dead_letters: 1, idempotency_keys: 1 });
+    expect(view.removed).to.deep.equal({ responses: 1, records: 1, dead_letters: 2, idempotency_keys: 1 });
     expect((await stack.db.collection(COLLECTIONS.deadLetters).find({}).toArray()).map((d) => d._id)).to.deep.equal(['dl-hal']);
     // hal's key still replays; gina's was removed, so the same key runs again as a new write (after the erasure: stored).
     const halAgain = await stack.post('/feedback-record', recordBody({ response: { user_id: 'hal' } }), { 'Idempotency-Key': 'hal-1' });
