@@ -16,11 +16,16 @@ import { Webhook } from 'standardwebhooks';
  * True for an address a delivery may reach: global unicast only. Loopback, private, link-local
  * (cloud metadata at 169.254.169.254), unique-local, carrier-grade NAT, multicast, reserved and
  * unspecified addresses are refused; an IPv4-mapped IPv6 address is judged as its IPv4 address,
- * and translation prefixes (NAT64, 6to4, Teredo) are refused since they may lead anywhere.
+ * and translation prefixes (NAT64, 6to4, Teredo) and the IPv4-compatible ::/96 are refused since
+ * they may lead anywhere.
  */
 export function isPublicAddress(address: string): boolean {
   if (!ipaddr.isValid(address)) return false;
-  return ipaddr.process(address).range() === 'unicast';
+  const ip = ipaddr.process(address);
+  // ::/96, the deprecated IPv4-compatible form (RFC 4291 §2.5.5.1): `[::127.0.0.1]` reaches a URL
+  // as `[::7f00:1]`, which ipaddr.js calls unicast; it names an IPv4 address, never a public IPv6 one.
+  if (ip.kind() === 'ipv6' && (ip as ipaddr.IPv6).parts.slice(0, 6).every((part) => part === 0)) return false;
+  return ip.range() === 'unicast';
 }
 
 /** The URL or its address is not allowed (scheme, loopback/private address). */

@@ -12,8 +12,8 @@ describe('webhook targets (SSRF guard)', () => {
     }
   });
 
-  it('refuses the same in IPv6, IPv4-mapped addresses by their IPv4 address, and translation prefixes', () => {
-    for (const a of ['::1', '::', 'fe80::1', 'fd12:3456::1', 'fc00::1', 'ff02::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:10.0.0.1', '::ffff:169.254.169.254', '64:ff9b::a00:1', '2002:7f00:1::1', '2001::1']) {
+  it('refuses the same in IPv6, IPv4-mapped addresses by their IPv4 address, translation prefixes and the IPv4-compatible ::/96', () => {
+    for (const a of ['::1', '::', 'fe80::1', 'fd12:3456::1', 'fc00::1', 'ff02::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:10.0.0.1', '::ffff:169.254.169.254', '64:ff9b::a00:1', '2002:7f00:1::1', '2001::1', '::7f00:1', '::127.0.0.1', '::808:808']) {
       expect(isPublicAddress(a), a).to.equal(false);
     }
   });
@@ -34,7 +34,7 @@ describe('webhook targets (SSRF guard)', () => {
     expect(urlProblem('https://8.8.8.8/x', strict)).to.equal(undefined);
     expect(urlProblem('http://hooks.example.com/x', strict)).to.equal('must be an https:// URL');
     expect(urlProblem('ftp://hooks.example.com/x', strict)).to.equal('must be an https:// URL');
-    for (const u of ['https://127.0.0.1/x', 'https://2130706433/x', 'https://0x7f.1/x', 'https://[::1]/x', 'https://[::ffff:127.0.0.1]/x', 'https://169.254.169.254/latest', 'https://10.0.0.1:8443/']) {
+    for (const u of ['https://127.0.0.1/x', 'https://2130706433/x', 'https://0x7f.1/x', 'https://[::1]/x', 'https://[::ffff:127.0.0.1]/x', 'https://[::127.0.0.1]/x', 'https://169.254.169.254/latest', 'https://10.0.0.1:8443/']) {
       expect(urlProblem(u, strict), u).to.equal('must not point to a loopback, private or link-local address');
     }
     const insecure = { allowInsecure: true };
