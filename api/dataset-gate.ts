@@ -14,12 +14,14 @@ interface ResponseInput {
 
 export interface DatasetGate {
   readonly mode: DatasetMode;
-  /** Throws 400 `validation_failed` (every problem) or 404 `dataset_not_found`. */
-  checkRecordWrite(datasetId: string, fieldToValue: Readonly<Record<string, unknown>>, response: ResponseInput): void;
+  /**
+   * A new record of `datasetId` with its first response and the suggestions sent with it (`at`:
+   * the body path of each, by index): throws 400 `validation_failed` with every problem of all
+   * three at once, or 404 `dataset_not_found`.
+   */
+  checkRecordWrite(datasetId: string, fieldToValue: Readonly<Record<string, unknown>>, response: ResponseInput, suggestions?: readonly SuggestionInput[], at?: (index: number) => string): void;
   /** The same for a response to `recordId`, whose record may still be queued. */
   checkResponseWrite(recordId: string, response: ResponseInput): Promise<void>;
-  /** Suggestions sent with a new record of `datasetId` (`at`: the body path of each, by index). */
-  checkRecordSuggestions(datasetId: string, suggestions: readonly SuggestionInput[], at: (index: number) => string): void;
   /** A suggestion for `recordId`, whose record may still be queued (found as for a response). */
   checkSuggestionWrite(recordId: string, suggestion: SuggestionInput, at: string): Promise<void>;
 }
@@ -68,12 +70,6 @@ export function createDatasetGate(options: {
 
   return {
     mode,
-    checkRecordSuggestions(datasetId, suggestions, at) {
-      const dataset = registry.byId(datasetId);
-      if (dataset === undefined) return;
-      const problems = suggestions.flatMap((s, i) => dataset.checkSuggestion(s.question, s.value, at(i)));
-      if (problems.length > 0) refuse(problems);
-    },
     async checkSuggestionWrite(recordId, suggestion, at) {
       const candidates = await datasetsOfRecord(recordId);
       if (candidates.length === 0) {
@@ -85,13 +81,17 @@ export function createDatasetGate(options: {
       if (problems.some((p) => p.length === 0)) return;
       refuse(problems[0]!);
     },
-    checkRecordWrite(datasetId, fieldToValue, response) {
+    checkRecordWrite(datasetId, fieldToValue, response, suggestions = [], at = (i) => `suggestions[${i}]`) {
       const dataset = registry.byId(datasetId);
       if (dataset === undefined) {
         if (mode === 'strict') throw new AppError('dataset_not_found', `the dataset ${JSON.stringify(datasetId)} has no definition (the server runs with DATASETS=strict)`);
         return;
       }
-      const problems = [...dataset.checkRecord(fieldToValue), ...dataset.checkResponse(response.values, response.status)];
+      const problems = [
+        ...dataset.checkRecord(fieldToValue),
+        ...dataset.checkResponse(response.values, response.status),
+        ...suggestions.flatMap((s, i) => dataset.checkSuggestion(s.question, s.value, at(i))),
+      ];
       if (problems.length > 0) refuse(problems);
     },
     async checkResponseWrite(recordId, response) {
@@ -117,6 +117,5 @@ export const NO_DATASET_GATE: DatasetGate = Object.freeze({
   mode: 'open',
   checkRecordWrite: () => undefined,
   checkResponseWrite: () => Promise.resolve(),
-  checkRecordSuggestions: () => undefined,
   checkSuggestionWrite: () => Promise.resolve(),
 });

@@ -79,8 +79,7 @@ export const recordWrite: WriteKind<FeedbackRecordBody> = {
     if (!mayWriteDataset(wc.key, datasetId)) {
       throw new AppError('forbidden', `this API key may not write to the dataset ${JSON.stringify(datasetId)}`);
     }
-    wc.datasets.checkRecordWrite(datasetId, body.record.field_to_value, body.response);
-    if (body.suggestions !== undefined) wc.datasets.checkRecordSuggestions(datasetId, body.suggestions, (i) => `suggestions[${i}]`);
+    wc.datasets.checkRecordWrite(datasetId, body.record.field_to_value, body.response, body.suggestions);
   },
   build(body, wc, seed) {
     const datasetId = body.record.feedback_dataset_id;

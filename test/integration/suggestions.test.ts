@@ -102,6 +102,10 @@ describe('POST /feedback-suggestion and suggestions on POST /feedback-record', (
     const withRecord = await stack.post('/feedback-record', recordOf('ds_sug', 'p3', { suggestions: [{ question: 'verdict', value: 'good' }, { question: 'verdict', value: 'so-so' }] }));
     expect(withRecord.status).to.equal(400);
     expect(withRecord.body.error.details.map((d: { path: string }) => d.path)).to.deep.equal(['suggestions[1].value']);
+    // A record that breaks the definition too: every problem at once, the record's and the suggestions'.
+    const both = await stack.post('/feedback-record', { ...recordOf('ds_sug', 'p4', { suggestions: [{ question: 'verdict', value: 'so-so' }] }), response: { values: { verdict: 'meh' }, user_id: 'first-annotator' } });
+    expect(both.status).to.equal(400);
+    expect(both.body.error.details.map((d: { path: string }) => d.path)).to.deep.equal(['response.values.verdict', 'suggestions[0].value']);
 
     const unknown = await stack.post('/feedback-suggestion', { feedback_record_id: 'rec_not_minted_here', suggestion: { question: 'verdict', value: 'good' } });
     expect(unknown.status).to.equal(404);
