@@ -118,7 +118,7 @@ export function jsonObject(level: number) {
  * A closed object: a plain object (not a list) whose unknown properties are ALL reported (valibot's
  * strictObject stops at the first). Keys that objectWithRest skips (`__proto__`, …) are reported too.
  */
-function closedObject<const E extends v.ObjectEntries>(entries: E, message = 'must be an object') {
+export function closedObject<const E extends v.ObjectEntries>(entries: E, message = 'must be an object') {
   return v.pipe(
     // Typed as the object's input so that v.InferInput of a body is its wire shape (client/ uses it).
     v.custom<v.InferInput<v.StrictObjectSchema<E, undefined>>>(isPlainObject, message),

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Db, Filter } from 'mongodb';
 import * as v from 'valibot';
 import { COLLECTIONS } from './mongo.js';
-import { DatasetId, queryLimit } from './schemas.js';
+import { closedObject, DatasetId, queryLimit } from './schemas.js';
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from './webhook-events.js';
 import type { DeliveryLeases } from './webhook-leases.js';
 import { DELIVERY_STATUSES, pendingOrder, type BatchDoc, type DeliveryDoc, type DeliveryStatus } from './webhook-outbox.js';
@@ -17,9 +17,11 @@ import { DELIVERY_STATUSES, pendingOrder, type BatchDoc, type DeliveryDoc, type 
 export const MAX_WEBHOOK_ENDPOINTS = 100;
 
 /** `POST /admin/webhooks`. */
-export const WebhookEndpointInput = v.strictObject({
+export const WebhookEndpointInput = closedObject({
   url: v.pipe(
-    v.string(),
+    v.string('must be a string'),
+    // Stored as given and used as stored: spaces around it would be dropped by the URL parser, so say so.
+    v.check((s) => s.trim() === s, 'must not have spaces around it'),
     v.maxLength(2048, 'must be at most 2048 characters'),
     v.check((s) => {
       try {
@@ -31,10 +33,10 @@ export const WebhookEndpointInput = v.strictObject({
     }, 'must be an absolute http(s) URL without credentials'),
     v.description('Where events are POSTed. `https://` only, unless the service runs with `WEBHOOKS_ALLOW_INSECURE=true`.'),
   ),
-  events: v.pipe(v.array(v.picklist(WEBHOOK_EVENT_TYPES, `must be one of ${WEBHOOK_EVENT_TYPES.join(', ')}`)), v.minLength(1, 'must name at least one event type'), v.description('The event types sent to this endpoint.')),
-  datasets: v.exactOptional(v.pipe(v.array(DatasetId), v.minLength(1), v.maxLength(1000), v.description('Only events of these datasets; absent = every dataset.'))),
-  description: v.exactOptional(v.pipe(v.string(), v.maxLength(500))),
-});
+  events: v.pipe(v.array(v.picklist(WEBHOOK_EVENT_TYPES, `must be one of ${WEBHOOK_EVENT_TYPES.join(', ')}`), 'must be a list of event types'), v.minLength(1, 'must name at least one event type'), v.description('The event types sent to this endpoint.')),
+  datasets: v.exactOptional(v.pipe(v.array(DatasetId, 'must be a list of dataset ids'), v.minLength(1, 'must name at least one dataset (leave it out for every dataset)'), v.maxLength(1000, 'must name at most 1000 datasets'), v.description('Only events of these datasets; absent = every dataset.'))),
+  description: v.exactOptional(v.pipe(v.string('must be a string'), v.maxLength(500, 'must be at most 500 characters'))),
+}, 'must be a JSON object');
 export type WebhookEndpointInput = v.InferOutput<typeof WebhookEndpointInput>;
 
 /** An endpoint as stored. The secret is needed to sign, so it is kept; it is shown once, at creation. */

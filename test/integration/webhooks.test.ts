@@ -61,12 +61,20 @@ describe('webhooks', function () {
         [{ url: receiver.url, events: [] }, 'events'],
         [{ url: receiver.url, events: ['response.deleted'] }, 'events[0]'],
         [{ url: receiver.url, events: ['response.created'], colour: 'red' }, 'colour'],
+        [[], 'body'],
+        [{ url: receiver.url, events: 'response.created' }, 'events'],
       ] as const) {
         const res = await admin('/admin/webhooks', 'POST', body);
         expect(res.status, JSON.stringify(body)).to.equal(400);
         expect(res.body.error.code).to.equal('validation_failed');
         expect(res.body.error.details.map((d: { path: string }) => d.path)).to.include(path);
+        // Messages in the house style, not the validation library's ("Invalid type: …").
+        for (const d of res.body.error.details as { message: string }[]) expect(d.message, JSON.stringify(body)).to.not.match(/^Invalid /);
       }
+      // A URL with spaces around it: refused, not stored as something else than what is used.
+      const spaced = await admin('/admin/webhooks', 'POST', { url: ` ${receiver.url}\t`, events: ['response.created'] });
+      expect(spaced.status, spaced.text).to.equal(400);
+      expect(spaced.body.error.details).to.deep.include({ path: 'url', message: 'must not have spaces around it' });
       const notAdmin = await stack.request('/admin/webhooks', { headers: { Authorization: `Bearer ${TEST_KEY.secret}` } });
       expect(notAdmin.status).to.equal(403);
       expect((await admin('/admin/webhooks/wh_nope', 'DELETE')).status).to.equal(404);
