@@ -92,6 +92,14 @@ export interface CompletionTrackerOptions {
 }
 
 
+/** The rules a round has read: of the datasets in `read` (those without a rule are absent from `rules`). */
+interface Snapshot {
+  readonly read: ReadonlySet<string>;
+  readonly rules: ReadonlyMap<string, CompletionRule>;
+}
+
+const NOTHING_HELD: Snapshot = { read: new Set(), rules: new Map() };
+
 /**
  * A record's `status` under its dataset's completion rule (`completed` once `min_submitted`
  * distinct annotators have a submitted response; the unique (record, user_id) index makes
@@ -145,14 +153,6 @@ export interface CompletionTrackerOptions {
  * before the status write, and again by any later round that holds the write of `completed_seq`
  * (the same job run again), so that a crash on either side of the status write loses nothing.
  */
-/** The rules a round has read: of the datasets in `read` (those without a rule are absent from `rules`). */
-interface Snapshot {
-  readonly read: ReadonlySet<string>;
-  readonly rules: ReadonlyMap<string, CompletionRule>;
-}
-
-const NOTHING_HELD: Snapshot = { read: new Set(), rules: new Map() };
-
 export function createCompletionTracker(options: CompletionTrackerOptions): CompletionTracker {
   const { db, rules } = options;
   const records = db.collection<RecordDoc>(COLLECTIONS.records);
