@@ -61,7 +61,7 @@ interface MeasureOptions {
    * Whether any submitted response of the dataset answers the question, whatever filters made
    * `units` (records, annotators): asked only for a dataset without a definition whose units
    * hold no value of it, to tell a question nobody answers (404) from filters that leave nothing
-   * (200, `units: 0`). Absent: `units` are unfiltered, so their emptiness is the answer.
+   * (200, `units: 0`). Absent: the emptiness of `units` is the answer.
    */
   readonly answered?: () => Promise<boolean>;
 }

@@ -73,6 +73,12 @@ ensure_chromium() {
 # building it once (cached in .cache/store/, see scripts/store-build.sh).
 ensure_store() {
   local out
+  # A store already built elsewhere (another checkout's, a CI cache): used as it is.
+  if [[ -n "${FI_STORE_DIR:-}" ]]; then
+    [[ -f "$FI_STORE_DIR/BUILD-INFO" ]] || die "FI_STORE_DIR=$FI_STORE_DIR is not a built store (no BUILD-INFO in it); unset it to build one here."
+    printf '%s\n' "$FI_STORE_DIR"
+    return 0
+  fi
   out="$(bash "$ROOT/scripts/store-build.sh" </dev/null)" || die "the local store could not be built (see above), or set MONGODB_URI to a MongoDB you run."
   printf '%s\n' "$out" | tail -n 1
 }

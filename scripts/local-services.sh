@@ -54,13 +54,7 @@ start_local_store() {
   local debug_port="${LOCAL_FERRETDB_DEBUG_PORT:-}"
   [[ -n "$debug_port" ]] || debug_port="$(free_port)"
   port_open "$debug_port" && die "port $debug_port (LOCAL_FERRETDB_DEBUG_PORT) is taken: choose another one for FerretDB's debug endpoint."
-  # A store already built elsewhere (FI_STORE_DIR, as scripts/store.sh and the suites take it), else built or found here.
-  STORE_DIR="${FI_STORE_DIR:-}"
-  if [[ -n "$STORE_DIR" ]]; then
-    [[ -f "$STORE_DIR/BUILD-INFO" ]] || die "FI_STORE_DIR=$STORE_DIR is not a built store (no BUILD-INFO in it); unset it to build one here."
-  else
-    STORE_DIR="$(ensure_store)" || exit 1
-  fi
+  STORE_DIR="$(ensure_store)" || exit 1
   PG_DIR="$RUN_DIR/postgres"
   store_pg_start "$STORE_DIR" "$PG_DIR" "$LOCAL_POSTGRES_PORT"
   (store_ferretdb_exec "$STORE_DIR" "$LOCAL_POSTGRES_PORT" "$LOCAL_MONGODB_PORT" "$debug_port" "$RUN_DIR/ferretdb") >"$RUN_DIR/ferretdb.log" 2>&1 &

@@ -7,11 +7,10 @@
 #   bash scripts/store.sh ferretdb PG_PORT PORT DEBUG_PORT STATE_DIR
 #                                                     become FerretDB on that cluster (same pid)
 #   bash scripts/store.sh psql PORT SQL               run SQL as postgres in the cluster of PORT, rows unaligned
-# The store's directory is FI_STORE_DIR when set (test.sh exports it), else built or found.
+# The store's directory is FI_STORE_DIR when set (test.sh exports it), else built or found (lib.sh ensure_store).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-store="${FI_STORE_DIR:-}"
-[[ -n "$store" ]] || store="$(ensure_store)"
+store="$(ensure_store)" || exit 1
 case "${1:-}" in
   dir) echo "$store" ;;
   pg-start) [[ $# == 3 ]] || die "usage: store.sh pg-start DIR PORT"; store_pg_start "$store" "$2" "$3" ;;

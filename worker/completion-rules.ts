@@ -43,3 +43,20 @@ export function createCompletionRules(options: { db: Db; logger: Logger }): Comp
     },
   };
 }
+
+/** The rules a store round has read: of the datasets in `read` (those without a rule are absent from `rules`). */
+export interface RuleSnapshot {
+  readonly read: ReadonlySet<string>;
+  readonly rules: ReadonlyMap<string, CompletionRule>;
+}
+
+/** No dataset read yet. */
+export const NO_RULES_READ: RuleSnapshot = { read: new Set(), rules: new Map() };
+
+/** `held`, with the rules of the datasets among `datasetIds` that it has not read yet read now (none: `held` itself). */
+export async function withRulesOf(rules: CompletionRules, datasetIds: Iterable<string>, held: RuleSnapshot): Promise<RuleSnapshot> {
+  const missing = [...new Set(datasetIds)].filter((id) => !held.read.has(id));
+  if (missing.length === 0) return held;
+  const more = await rules.rulesOf(missing);
+  return { read: new Set([...held.read, ...missing]), rules: new Map([...held.rules, ...more]) };
+}

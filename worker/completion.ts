@@ -2,8 +2,7 @@ import type { AnyBulkWriteOperation, Db } from 'mongodb';
 import type { RecordDoc, RecordStatus, ResponseDoc } from '../shared/documents.js';
 import { COLLECTIONS } from '../shared/mongo.js';
 import { createCompletionGuards } from './completion-guards.js';
-import type { CompletionRules } from './completion-rules.js';
-import type { CompletionRule } from '../shared/dataset-definition.js';
+import { NO_RULES_READ, withRulesOf, type CompletionRules, type RuleSnapshot } from './completion-rules.js';
 import { storeCall } from './errors.js';
 import { ROUND_READ_BATCH } from './store-chunks.js';
 
@@ -57,10 +56,9 @@ export interface CompletionRound {
 
 export interface CompletionTracker {
   /**
-   * A store round's completion, with the rules of `datasetIds` (the datasets of the round's new
-   * records) read now; the rules of other datasets its responses touch are read by
-   * {@link CompletionRound.finish}. Call `finish` once its responses are stored. Throws
-   * {@link TransientStoreError} when the store cannot be reached.
+   * A store round's completion, with the rules of `datasetIds` (its new records' datasets) read now,
+   * those of other datasets by {@link CompletionRound.finish}, which is called once its responses
+   * are stored. Throws {@link TransientStoreError} when the store cannot be reached.
    */
   round(datasetIds: readonly string[]): Promise<CompletionRound>;
   /**
@@ -91,14 +89,6 @@ export interface CompletionTrackerOptions {
   readonly onCompleting?: (completions: readonly RecordCompletion[]) => Promise<void>;
 }
 
-
-/** The rules a round has read: of the datasets in `read` (those without a rule are absent from `rules`). */
-interface Snapshot {
-  readonly read: ReadonlySet<string>;
-  readonly rules: ReadonlyMap<string, CompletionRule>;
-}
-
-const NOTHING_HELD: Snapshot = { read: new Set(), rules: new Map() };
 
 /**
  * A record's `status` under its dataset's completion rule (`completed` once `min_submitted`
@@ -159,16 +149,8 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
   const responses = db.collection<ResponseDoc>(COLLECTIONS.responses);
   const guards = createCompletionGuards(db);
 
-  /** `held`, with the rules of the datasets of `touched` that it does not hold yet read now. */
-  async function withRulesOf(touched: ReadonlyMap<string, TouchedRecord>, held: Snapshot): Promise<Snapshot> {
-    const missing = [...new Set([...touched.values()].map((t) => t.datasetId))].filter((id) => !held.read.has(id));
-    if (missing.length === 0) return held;
-    const more = await rules.rulesOf(missing);
-    return { read: new Set([...held.read, ...missing]), rules: new Map([...held.rules, ...more]) };
-  }
-
   /** The records of `touched` under a rule, with the rule's minimum. */
-  function ruled(touched: ReadonlyMap<string, TouchedRecord>, held: Snapshot): Map<string, number> {
+  function ruled(touched: ReadonlyMap<string, TouchedRecord>, held: RuleSnapshot): Map<string, number> {
     const minOf = new Map<string, number>();
     for (const [recordId, { datasetId }] of touched) {
       const rule = held.rules.get(datasetId);
@@ -286,8 +268,8 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
     return { again, prior: nextPrior };
   }
 
-  async function finish(touched: ReadonlyMap<string, TouchedRecord>, fresh: ReadonlyMap<string, Pick<RecordDoc, 'status' | 'completed_seq'>>, held: Snapshot): Promise<void> {
-    const minOf = ruled(touched, await withRulesOf(touched, held));
+  async function finish(touched: ReadonlyMap<string, TouchedRecord>, fresh: ReadonlyMap<string, Pick<RecordDoc, 'status' | 'completed_seq'>>, held: RuleSnapshot): Promise<void> {
+    const minOf = ruled(touched, await withRulesOf(rules, [...touched.values()].map((t) => t.datasetId), held));
     if (minOf.size === 0) return;
     const recount = [...minOf.keys()].filter((id) => !fresh.has(id)).sort();
     let pass = await settle(minOf, touched, recount, new Map([...fresh].filter(([id]) => minOf.has(id))), new Map());
@@ -297,12 +279,10 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
 
   return {
     async round(datasetIds) {
-      const unique = [...new Set(datasetIds)];
-      const held: Snapshot = { read: new Set(unique), rules: await rules.rulesOf(unique) };
+      const held = await withRulesOf(rules, datasetIds, NO_RULES_READ);
       // The status each record of the round was given for its insert.
       const given = new Map<string, Pick<RecordDoc, 'status' | 'completed_seq'>>();
       const fieldsOf = (datasetId: string, firstResponseStatus: string, seq: number): Pick<RecordDoc, 'status' | 'completed_seq'> => {
-        // A dataset not read with the round has no new record in it: no rule applies to an insert there.
         const rule = held.rules.get(datasetId);
         if (rule === undefined) return { status: 'submitted' };
         if (firstResponseStatus === 'submitted' && rule.min_submitted <= 1) return { status: 'completed', completed_seq: seq };
@@ -318,6 +298,6 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
       };
     },
     // No write of the caller's completes a record (an erasure only removes responses).
-    recount: (records) => finish(new Map([...records].map(([id, datasetId]) => [id, { datasetId, seqs: [] }])), new Map(), NOTHING_HELD),
+    recount: (records) => finish(new Map([...records].map(([id, datasetId]) => [id, { datasetId, seqs: [] }])), new Map(), NO_RULES_READ),
   };
 }

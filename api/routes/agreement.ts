@@ -21,18 +21,16 @@ export function getAgreement(deps: AgreementRouteDeps) {
     const datasetId = readableDataset(ctx);
     const query = parseQuery(AgreementQuery, ctx.query);
     const scale = agreementScale(deps.registry?.byId(datasetId)?.definition, query.question, query.level);
-    const completedOnly = query.records === 'completed';
     const units = deps.reader.submittedUnits({
       datasetId,
       question: query.question,
       annotators: query.annotators,
       agents: query.include_agents,
-      completedOnly,
+      completedOnly: query.records === 'completed',
     });
     // Filters that leave no value say nothing of whether the question exists: asked apart.
-    const filtered = completedOnly || query.annotators !== undefined;
-    const answered = filtered ? () => deps.reader.questionAnswered(datasetId, query.question) : undefined;
+    const answered = () => deps.reader.questionAnswered(datasetId, query.question);
     ctx.set('Cache-Control', 'no-store');
-    ctx.body = await fromStore(deps, () => measureAgreement(query.question, scale, units, { agents: query.include_agents !== undefined, ...(answered === undefined ? {} : { answered }) }));
+    ctx.body = await fromStore(deps, () => measureAgreement(query.question, scale, units, { agents: query.include_agents !== undefined, answered }));
   };
 }
