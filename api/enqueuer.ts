@@ -90,7 +90,8 @@ interface EnqueuerOptions {
 
 /** ioredis' refusal of a command it could not send (no connection and `enableOfflineQueue: false`). */
 const NOT_SENT = /enableOfflineQueue|Stream isn't writeable/;
-const NOT_QUEUED_MESSAGE = 'the write was not queued (it was never sent to Redis)';
+/** The start of a 503 `queue_unavailable` message of a write that never reached Redis (docs/api.md quotes it). */
+export const NOT_QUEUED_MESSAGE = 'the write was not queued (it was never sent to Redis)';
 /**
  * The 503 message of a write whose job may have reached Redis after all (documented in docs/api.md:
  * retry with the same Idempotency-Key). Exported for the fault suite's ledger, which books such a

@@ -1,15 +1,24 @@
 import { authenticatedKey, type ApiContext } from './state.js';
 import { AppError } from '../shared/errors.js';
+import { NOT_QUEUED_MESSAGE } from './enqueuer.js';
 import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore } from './idempotency.js';
 
 /** The request's `Idempotency-Key`, undefined without one; 400 `invalid_header` when malformed. */
 export function readIdempotencyKey(ctx: ApiContext): string | undefined {
   const raw = ctx.req.headers['idempotency-key'];
   if (raw === undefined) return undefined;
-  if (Array.isArray(raw) || !isValidIdempotencyKey(raw)) {
+  // Node joins repeated headers into one value ("a, b"), which would pass as one key.
+  if (Array.isArray(raw) || !isValidIdempotencyKey(raw) || headerCount(ctx.req.rawHeaders, 'idempotency-key') > 1) {
     throw new AppError('invalid_header', 'Idempotency-Key must be one header of 1 to 255 printable characters');
   }
   return raw;
+}
+
+/** How often the header `lowerName` was sent (`rawHeaders` alternates names and values). */
+function headerCount(rawHeaders: readonly string[], lowerName: string): number {
+  let n = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.length === lowerName.length && rawHeaders[i]!.toLowerCase() === lowerName) n++;
+  return n;
 }
 
 /**
@@ -40,11 +49,16 @@ export async function idempotentCall(
   if (idemKey === undefined) return run(undefined);
   const owner = idempotencyOwner(ctx);
   const fingerprint = requestFingerprint(endpoint, body);
+  const claim = deps.idempotency.claim(fingerprint);
   let begun;
   try {
-    begun = await deps.idempotency.begin(owner, idemKey, fingerprint);
+    begun = await deps.idempotency.begin(owner, idemKey, fingerprint, claim);
   } catch (err) {
-    throw new AppError('queue_unavailable', 'the write could not be queued; retry later', {
+    // The claim's SET may still land (a Redis that answers late): released behind it, or it would
+    // block this key's retries for IDEMPOTENCY_PENDING_TTL_SECONDS with no request running. Not
+    // awaited: the release waits for the same slow Redis, and the answer need not.
+    deps.idempotency.release(owner, idemKey, claim).catch(() => undefined);
+    throw new AppError('queue_unavailable', `${NOT_QUEUED_MESSAGE}: Redis did not answer the Idempotency-Key's claim; retry with the same Idempotency-Key`, {
       headers: { 'Retry-After': String(deps.retryAfterSeconds) },
       cause: err,
     });
@@ -66,7 +80,7 @@ export async function idempotentCall(
   try {
     answer = await run(`${owner}\0${idemKey}\0${fingerprint}`);
   } catch (err) {
-    await deps.idempotency.abort(owner, idemKey).catch(() => undefined);
+    await deps.idempotency.release(owner, idemKey, claim).catch(() => undefined);
     throw err;
   }
   // The write is queued: if keeping the replay body fails, the claim expires and a retry mints

@@ -101,9 +101,10 @@ async function buildEnqueuer(): Promise<Enqueuer> {
 }
 
 const idempotency: IdempotencyModule.IdempotencyStore = {
+  claim: (fingerprint) => ({ value: fingerprint }),
   begin: () => Promise.reject(new Error('Idempotency-Key is not part of the benchmark')),
   complete: () => Promise.resolve(),
-  abort: () => Promise.resolve(),
+  release: () => Promise.resolve(),
 };
 // The project polls the backlog off the hot path; these designs have no ceiling to enforce.
 const backlog: BacklogModule.BacklogMonitor = {

@@ -411,6 +411,24 @@ function commonRules(path: string, getStack: () => Stack, valid: () => Json, acc
       expectAccepted(res, acceptedStatus);
     });
 
+    it('400 invalid_header for two Idempotency-Key headers (Node would join them into one key "a, b")', async () => {
+      const res = await new Promise<{ status: number; body: any }>((resolve, reject) => {
+        const req = httpRequest(`${getStack().baseUrl}${path}`, { method: 'POST', agent: false, headers: { ...AUTH, ...JSON_TYPE, 'Idempotency-Key': ['twice-a', 'twice-b'] } }, (r) => {
+          let text = '';
+          r.setEncoding('utf8');
+          r.on('data', (c: string) => (text += c));
+          r.on('end', () => resolve({ status: r.statusCode ?? 0, body: JSON.parse(text) }));
+        });
+        req.on('error', reject);
+        req.end(JSON.stringify(valid()));
+      });
+      expect(res.status).to.equal(400);
+      expect(res.body.error.code).to.equal('invalid_header');
+      // One header holding the joined text is an ordinary key.
+      const joined = await send(getStack(), 'POST', path, { body: valid(), headers: { ...AUTH, ...JSON_TYPE, 'Idempotency-Key': 'twice-a, twice-b' } });
+      expectAccepted(joined, acceptedStatus);
+    });
+
     it('accepts a one-character key', async () => {
       const res = await send(getStack(), 'POST', path, { body: valid(), headers: { ...AUTH, ...JSON_TYPE, 'Idempotency-Key': 'A' } });
       expectAccepted(res, acceptedStatus);

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { expect } from 'chai';
+import { Redis } from 'ioredis';
 import { sharedServices } from '../helpers/root-hooks.js';
 import { testConfig } from '../helpers/env.js';
 import { startFerretDb, startRedis, type ManagedServer } from '../../devkit/servers.js';
@@ -41,6 +42,38 @@ describe('Redis outage (API answers 503 and recovers without restart)', () => {
     await eventually(() => records(stack.db).findOne({ _id: after.body.feedback_record_id }).then((d) => d ?? undefined), 20_000, 'record after outage');
     await eventually(() => records(stack.db).findOne({ _id: before.body.feedback_record_id }).then((d) => d ?? undefined), 20_000, 'record before outage');
     expect(await records(stack.db).countDocuments({ external_id: 'during-outage' })).to.equal(0);
+  });
+
+  it('a claim of an Idempotency-Key that Redis answered too late is released: the retry runs once Redis is back, not 409 for IDEMPOTENCY_PENDING_TTL_SECONDS', async () => {
+    const admin = new Redis(redis.url, { lazyConnect: true });
+    await admin.connect();
+    try {
+      const body = recordBody({ record: { external_id: 'claim-timed-out' } });
+      const headers = { 'Idempotency-Key': 'claim-timed-out-1' };
+      // Writes stall for 1.5 s, longer than ENQUEUE_TIMEOUT_MS (500): the claim's SET times out
+      // here and lands in Redis once the pause ends.
+      await admin.call('CLIENT', 'PAUSE', '1500', 'WRITE');
+      const first = await stack.post('/feedback-record', body, headers);
+      expect(first.status).to.equal(503);
+      expect(first.body.error.code).to.equal('queue_unavailable');
+      expect(first.body.error.message).to.match(/^the write was not queued/);
+      // No request holds the key now: a retry gets through once Redis writes again (the pending
+      // claim would otherwise answer 409 idempotency_key_in_use for 60 s).
+      const answers: number[] = [];
+      const ok = await eventually(async () => {
+        const res = await stack.post('/feedback-record', body, headers);
+        answers.push(res.status);
+        return res.status === 200 ? res : undefined;
+      }, 10_000, 'a 200 for the retry with the same Idempotency-Key');
+      expect(answers.filter((s) => s === 409)).to.deep.equal([]);
+      const replay = await stack.post('/feedback-record', body, headers);
+      expect(replay.status).to.equal(200);
+      expect(replay.body).to.deep.equal(ok.body);
+      await eventually(() => records(stack.db).findOne({ _id: ok.body.feedback_record_id }).then((d) => d ?? undefined), 20_000, 'the record');
+      expect(await records(stack.db).countDocuments({ external_id: 'claim-timed-out' })).to.equal(1);
+    } finally {
+      admin.disconnect();
+    }
   });
 });
 
