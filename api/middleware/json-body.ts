@@ -77,43 +77,46 @@ async function readBody(ctx: ApiContext, limitBytes: number): Promise<Buffer> {
 }
 
 /**
- * 415 for a Content-Type that is not JSON; a missing Content-Type is read as JSON (chatbot
- * integrations often omit it). Then the body is read with the size limit, decoded as strict UTF-8
+ * 415 for a Content-Type that is not JSON (any charset is JSON: see checkType); a missing
+ * Content-Type is read as JSON (chatbot integrations often omit it). Then the body is read with the size limit, decoded as strict UTF-8
  * and parsed into `ctx.state.body` (its size, bytes after any inflation, in
  * `ctx.state.bodyBytes`). An empty body is not JSON: 400 invalid_json. Non-object JSON ("x", 3, []) parses and then fails validation as "must be a JSON object"; "__proto__" keys
  * stay own properties (JSON.parse), reported by validation with their path.
  */
 export function jsonBody(options: { limitBytes: number }): ApiMiddleware[] {
-  const checkType = (ctx: ApiContext): void => {
+  /**
+   * 415 unless JSON. Returns a note for the parse errors when a charset other than UTF-8 is
+   * declared: JSON is UTF-8 (RFC 8259 §8.1, and "adding [a charset] really has no effect on
+   * compliant recipients", §11), so any charset is accepted (SPEC.md) and the bytes are read as
+   * UTF-8 all the same; strict decoding turns a body really in another encoding into a 400, never
+   * into different text.
+   */
+  const checkType = (ctx: ApiContext): string => {
     const type = ctx.get('Content-Type');
     // What nearly every client sends needs no parsing; anything else is parsed (type-is, content-type).
-    if (type !== 'application/json' && type !== 'application/json; charset=utf-8' && type.trim() !== '') {
-      if (ctx.is(JSON_TYPES) === false) {
-        throw new AppError('unsupported_media_type', 'Content-Type must be application/json (or application/*+json)');
-      }
-      // JSON is UTF-8 (RFC 8259 §8.1): another charset would be decoded into different text.
-      const charset = ctx.request.charset.toLowerCase();
-      if (charset !== '' && charset !== 'utf-8' && charset !== 'utf8') {
-        throw new AppError('unsupported_media_type', 'the charset must be utf-8 (JSON is UTF-8)');
-      }
+    if (type === 'application/json' || type === 'application/json; charset=utf-8' || type.trim() === '') return '';
+    if (ctx.is(JSON_TYPES) === false) {
+      throw new AppError('unsupported_media_type', 'Content-Type must be application/json (or application/*+json)');
     }
+    const charset = ctx.request.charset.toLowerCase();
+    return charset === '' || charset === 'utf-8' || charset === 'utf8' ? '' : ` (JSON is read as UTF-8, whatever the charset parameter says: ${charset} was given)`;
   };
   // One middleware, not one per step: each layer of a Koa chain is a promise per request.
   const parse: ApiMiddleware = async (ctx, next) => {
-    checkType(ctx);
+    const note = checkType(ctx);
     const bytes = await readBody(ctx, options.limitBytes);
     ctx.state.bodyBytes = bytes.length;
     let text: string;
     try {
       text = utf8.decode(bytes);
     } catch {
-      throw new AppError('invalid_json', 'the body is not valid UTF-8');
+      throw new AppError('invalid_json', `the body is not valid UTF-8${note}`);
     }
     if (text.trim() === '') throw new AppError('invalid_json', 'the body is empty; send a JSON object');
     try {
       ctx.state.body = JSON.parse(text) as unknown;
     } catch {
-      throw new AppError('invalid_json', 'the body is not valid JSON');
+      throw new AppError('invalid_json', `the body is not valid JSON${note}`);
     }
     await next();
   };

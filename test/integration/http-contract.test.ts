@@ -294,12 +294,19 @@ function commonRules(path: string, getStack: () => Stack, valid: () => Json, acc
       expectAccepted(await send(getStack(), 'POST', path, { body: withReplacementChar(), headers: { ...AUTH, ...JSON_TYPE } }), acceptedStatus);
     });
 
-    for (const charset of ['latin1', 'utf-16', 'x-no-such-charset']) {
-      it(`415 unsupported_media_type for charset=${charset}`, async () => {
+    // SPEC: JSON with any charset is JSON; RFC 8259: the parameter has no effect, the body is UTF-8.
+    for (const charset of ['us-ascii', 'latin1', 'utf-16', 'x-no-such-charset']) {
+      it(`accepts charset=${charset}, read as UTF-8`, async () => {
         const res = await send(getStack(), 'POST', path, { body: JSON.stringify(valid()), headers: { ...AUTH, 'Content-Type': `application/json; charset=${charset}` } });
-        expectError(res, 415, 'unsupported_media_type');
+        expectAccepted(res, acceptedStatus);
       });
     }
+
+    it('400 invalid_json for a latin1 body that is not UTF-8, saying that JSON is read as UTF-8 (never stored as other text)', async () => {
+      const res = await send(getStack(), 'POST', path, { body: withReplacementChar(Buffer.from([0xe9])), headers: { ...AUTH, 'Content-Type': 'application/json; charset=ISO-8859-1' } });
+      expectError(res, 400, 'invalid_json');
+      expect(res.body.error.message).to.equal('the body is not valid UTF-8 (JSON is read as UTF-8, whatever the charset parameter says: iso-8859-1 was given)');
+    });
 
     for (const type of ['application/json; charset=utf-8', 'application/vnd.foo+json', 'application/json-patch+json', 'Application/JSON']) {
       it(`accepts Content-Type ${type}`, async () => {
