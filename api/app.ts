@@ -76,6 +76,8 @@ interface AppDeps {
   readonly erasures?: Collection<ErasureDoc>;
   /** The read endpoints' store access (`GET /feedback-record/:id`, `/datasets/...`; read scope); absent = not mounted (the benchmark's servers). */
   readonly reader?: RecordReader;
+  /** `MONGODB_TIMEOUT_MS`: the bound of a read that ends with one answer (api/routes/reads.ts `fromStore`); absent = the driver's. */
+  readonly readTimeoutMs?: number;
   /** Response history and dataset progress (read scope); absent = not mounted. */
   readonly annotation?: AnnotationReader;
   /** Webhook endpoints under `/admin/webhooks` (admin scope); absent = not mounted (the benchmark's servers). */
@@ -114,7 +116,7 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
   router.post(FEEDBACK_BATCH_PATH, auth, ...rateLimit, ...jsonBody({ limitBytes: deps.batchRequestMaxBytes }), pipeline.batch(deps.batchRequestMaxItems, deps.bodyLimitBytes));
   if (deps.reader !== undefined) {
     const read = [authenticate(deps.keys), requireRead()];
-    const readDeps = { reader: deps.reader, ids: deps.ids, retryAfterSeconds: deps.retryAfterSeconds };
+    const readDeps = { reader: deps.reader, ids: deps.ids, retryAfterSeconds: deps.retryAfterSeconds, ...(deps.readTimeoutMs === undefined ? {} : { readTimeoutMs: deps.readTimeoutMs }) };
     router.get('/feedback-record/:id', ...read, getFeedbackRecord(readDeps));
     router.get('/datasets/:dataset_id/records', ...read, listDatasetRecords(readDeps));
     router.get('/datasets/:dataset_id/export', ...read, exportDataset(readDeps));
@@ -137,7 +139,7 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
     router.get(`${DATASETS_PATH}/:id/schema`, authenticate(deps.keys), getDatasetSchema(deps.datasets));
   }
   if (deps.erasures !== undefined) {
-    router.get(`${ERASURES_PATH}/:id`, authenticate(deps.keys), requireAdmin(), getErasure({ erasures: deps.erasures, ids: deps.ids, retryAfterSeconds: deps.retryAfterSeconds }));
+    router.get(`${ERASURES_PATH}/:id`, authenticate(deps.keys), requireAdmin(), getErasure({ erasures: deps.erasures, ids: deps.ids, retryAfterSeconds: deps.retryAfterSeconds, ...(deps.readTimeoutMs === undefined ? {} : { readTimeoutMs: deps.readTimeoutMs }) }));
   }
   if (deps.deadLetters !== undefined) {
     const admin = [authenticate(deps.keys), requireAdmin()];

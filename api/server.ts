@@ -140,6 +140,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
       dashboardQueues: queues,
       ...(health === undefined ? {} : { shardAnswers: (index: number) => health.healthy(index) }),
       reader: createRecordReader({ db: mongo.db }),
+      readTimeoutMs: config.mongodbTimeoutMs,
       annotation: createAnnotationReader({ db: mongo.db }),
       erasures: erasureCollection(mongo.db),
       datasets: { gate: datasetGate, admin: datasetAdmin, registry: datasetStore, reload: () => datasetStore.refresh() },

@@ -31,6 +31,6 @@ export function getAgreement(deps: AgreementRouteDeps) {
     // Filters that leave no value say nothing of whether the question exists: asked apart.
     const answered = () => deps.reader.questionAnswered(datasetId, query.question);
     ctx.set('Cache-Control', 'no-store');
-    ctx.body = await fromStore(deps, () => measureAgreement(query.question, scale, units, { agents: query.include_agents !== undefined, answered }));
+    ctx.body = await fromStore(deps, () => measureAgreement(query.question, scale, units, { agents: query.include_agents !== undefined, answered }), 'whole pass');
   };
 }

@@ -33,6 +33,6 @@ export function getDatasetProgress(deps: AnnotationRouteDeps) {
     parseQuery(NoParameters, ctx.query);
     const rule = deps.registry?.byId(datasetId)?.definition.completion;
     ctx.set('Cache-Control', 'no-store');
-    ctx.body = await fromStore(deps, () => deps.annotation.progress(datasetId, rule));
+    ctx.body = await fromStore(deps, () => deps.annotation.progress(datasetId, rule), 'whole pass');
   };
 }

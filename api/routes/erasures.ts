@@ -12,6 +12,8 @@ export interface ErasureRouteDeps {
   readonly erasures: Collection<ErasureDoc>;
   readonly ids: IdMinter;
   readonly retryAfterSeconds: number;
+  /** The bound of the read (api/routes/reads.ts `fromStore`). */
+  readonly readTimeoutMs?: number;
 }
 
 /**

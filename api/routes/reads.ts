@@ -3,6 +3,7 @@ import { authenticatedKey, type ApiParamsContext, type ApiContext, type ApiMiddl
 import { MongoNetworkError, MongoServerSelectionError } from 'mongodb';
 import * as v from 'valibot';
 import { AppError } from '../../shared/errors.js';
+import { TimeoutError, withTimeout } from '../../shared/process.js';
 import type { IdMinter } from '../../shared/ids.js';
 import { invalidInput, parseQuery } from '../parse-input.js';
 import type { AuthenticatedKey } from '../key-verifier.js';
@@ -14,6 +15,12 @@ export interface ReadRouteDeps {
   readonly reader: RecordReader;
   readonly ids: IdMinter;
   readonly retryAfterSeconds: number;
+  /**
+   * `MONGODB_TIMEOUT_MS`: how long a read that ends with one answer (a record, a page, a history,
+   * the export's first line) waits for MongoDB before its 503. Absent = as long as the driver's
+   * sockets wait (6× that, at least 30 s).
+   */
+  readonly readTimeoutMs?: number;
 }
 
 type ParamsContext = ApiParamsContext;
@@ -34,13 +41,22 @@ export function requireRead(): ApiMiddleware {
 /** Driver errors that mean "MongoDB cannot be reached now" (a failed first connect closes the topology). */
 const STORE_DOWN_ERRORS = new Set(['MongoTopologyClosedError', 'MongoNotConnectedError', 'MongoPoolClearedError', 'MongoOperationTimeoutError']);
 
-/** MongoDB unreachable is the store's moment, not a bug: 503 with Retry-After instead of 500. */
-export async function fromStore<T>(deps: Pick<ReadRouteDeps, 'retryAfterSeconds'>, read: () => Promise<T>): Promise<T> {
+/**
+ * MongoDB unreachable is the store's moment, not a bug: 503 with Retry-After instead of 500. A
+ * `bounded` read (the default) that has no answer within `readTimeoutMs` is 503 too: a server
+ * that hangs with its connections open is found by the driver only when a socket times out. A
+ * `whole pass` (agreement, progress: every response of a dataset) is not bounded, a large
+ * dataset's pass may take longer. The abandoned read goes on and ends with the driver's timeout.
+ */
+export async function fromStore<T>(deps: Pick<ReadRouteDeps, 'retryAfterSeconds' | 'readTimeoutMs'>, read: () => Promise<T>, extent: 'bounded' | 'whole pass' = 'bounded'): Promise<T> {
+  const unavailable = (message: string, cause: unknown) => new AppError('store_unavailable', message, { headers: { 'Retry-After': String(deps.retryAfterSeconds) }, cause });
   try {
-    return await read();
+    const reading = read();
+    return await (extent === 'bounded' && deps.readTimeoutMs !== undefined ? withTimeout(reading, deps.readTimeoutMs, 'MongoDB') : reading);
   } catch (err) {
+    if (err instanceof TimeoutError) throw unavailable(`MongoDB did not answer within ${deps.readTimeoutMs} ms (MONGODB_TIMEOUT_MS); retry later`, err);
     if (err instanceof MongoNetworkError || err instanceof MongoServerSelectionError || STORE_DOWN_ERRORS.has((err as Error).name)) {
-      throw new AppError('store_unavailable', 'MongoDB did not answer; retry later', { headers: { 'Retry-After': String(deps.retryAfterSeconds) }, cause: err });
+      throw unavailable('MongoDB did not answer; retry later', err);
     }
     throw err;
   }
@@ -127,7 +143,14 @@ export function exportDataset(deps: ReadRouteDeps) {
     const filters = toFilters(parseQuery(ExportQuery, groupMetadataParams(ctx.query)));
     const lines = deps.reader.exportDataset(datasetId, filters);
     // The first line is read before answering, so that MongoDB down is a 503, not a 200 cut short.
-    const first = await fromStore(deps, () => lines.next());
+    let first: IteratorResult<string, void>;
+    try {
+      first = await fromStore(deps, () => lines.next());
+    } catch (err) {
+      // Queued behind a next() still waiting for MongoDB: the cursor is closed once that ends.
+      lines.return(undefined).catch(() => undefined);
+      throw err;
+    }
     async function* all(): AsyncGenerator<string, void, undefined> {
       if (first.done === true) return;
       yield first.value;

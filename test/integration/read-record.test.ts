@@ -2,6 +2,8 @@ import { expect } from 'chai';
 import { startApi } from '../../api/server.js';
 import { createIdMinter } from '../../shared/ids.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
+import { startDelayProxy } from '../helpers/delay-proxy.js';
+import { sharedServices } from '../helpers/root-hooks.js';
 import { eventually, recordBody, silentLogger, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
 
 const READER = { name: 'reader', secret: 'reader-secret-key-0004' } as const;
@@ -99,6 +101,35 @@ describe('read endpoints: MongoDB unreachable', () => {
         expect(((await res.json()) as { error: { code: string } }).error.code, path).to.equal('store_unavailable');
       }
     } finally {
+      await api.close();
+    }
+  });
+
+  it('answer 503 store_unavailable within about MONGODB_TIMEOUT_MS when MongoDB stops answering mid-connection (not after the sockets time out)', async () => {
+    // A proxy that forwards until `held`, then holds every byte: a server that hangs, sockets open.
+    let held = false;
+    const mongoPort = Number(new URL(sharedServices().mongoUrl).port);
+    const proxy = await startDelayProxy(mongoPort, 120_000, () => (held ? 1 : 0));
+    const config = testConfig({ API_KEYS, READ_API_KEY_NAMES: READER.name, MONGODB_URI: `mongodb://127.0.0.1:${proxy.port}/hangs`, MONGODB_TIMEOUT_MS: '1000' });
+    const api = await startApi(config, silentLogger);
+    try {
+      const minted = createIdMinter(config.idSigningSecrets).newRecordId('ds_a');
+      const read = (path: string) => fetch(`http://127.0.0.1:${api.port}${path}`, { headers: { Authorization: `Bearer ${READER.secret}` }, signal: AbortSignal.timeout(8_000) });
+      // Connected and answering first: the record is pending (404), not a store failure.
+      expect((await read(`/feedback-record/${minted}`)).status).to.equal(404);
+      held = true;
+      // Sockets time out after 30 s here (6 × MONGODB_TIMEOUT_MS, at least 30 s); the bound is the read's own.
+      // (Agreement and progress pass over a whole dataset and are not bounded so: docs/reading.md.)
+      for (const path of [`/feedback-record/${minted}`, `/feedback-record/${minted}/history`, '/datasets/ds_a/records', '/datasets/ds_a/records?updated_since=2026-01-01T00:00:00Z', '/datasets/ds_a/export']) {
+        const res = await read(path).catch((err: unknown) => {
+          throw new Error(`${path}: no answer within 8 s (${(err as Error).message})`);
+        });
+        expect(res.status, path).to.equal(503);
+        expect(((await res.json()) as { error: { code: string } }).error.code, path).to.equal('store_unavailable');
+      }
+    } finally {
+      held = false;
+      await proxy.close();
       await api.close();
     }
   });
