@@ -165,7 +165,15 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
     // Node enforces the two timeouts below only when it sweeps its connections, every
     // connectionsCheckingInterval (30 s by default): a slowloris would get up to 30 s more.
     const sweepMs = Math.max(250, Math.min(5_000, Math.floor(Math.min(config.httpHeadersTimeoutMs, config.httpRequestTimeoutMs) / 2)));
-    const server = createServer({ connectionsCheckingInterval: sweepMs }, app.callback());
+    const handle = app.callback();
+    // Once closing, every answer ends its connection (`Connection: close`): server.close() closes
+    // only idle connections, and a keep-alive connection kept busy (a load balancer's pool) would
+    // be served until SHUTDOWN_TIMEOUT_MS, then cut mid-request.
+    let draining = false;
+    const server = createServer({ connectionsCheckingInterval: sweepMs }, (req, res) => {
+      if (draining) res.shouldKeepAlive = false;
+      void handle(req, res);
+    });
     // Slow clients (slowloris) are cut off: headers must arrive within the headers timeout, the
     // whole request within the request timeout.
     server.headersTimeout = config.httpHeadersTimeoutMs;
@@ -197,9 +205,13 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
       mongo: mongo.client,
       close() {
         closing ??= (async () => {
+          draining = true;
           const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+          // Answers in flight now were promised keep-alive: their connections are closed as they
+          // turn idle (a request that arrives first gets `Connection: close` above).
           server.closeIdleConnections();
-          await closed;
+          const sweep = setInterval(() => server.closeIdleConnections(), 100).unref();
+          await closed.finally(() => clearInterval(sweep));
           await closeConnections();
         })();
         return closing;

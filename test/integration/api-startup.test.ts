@@ -2,7 +2,9 @@ import { expect } from 'chai';
 import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
 import { DEV_API_KEY_SECRET } from '../../api/dev-key-guard.js';
-import { TEST_KEY, uniqueName } from '../helpers/env.js';
+import { Agent, request } from 'node:http';
+import { TEST_KEY, testConfig, uniqueName } from '../helpers/env.js';
+import { recordBody, startStack } from '../helpers/stack.js';
 import { sharedServices } from '../helpers/root-hooks.js';
 import { freePort } from '../../devkit/servers.js';
 
@@ -154,5 +156,49 @@ describe('API start-up', function () {
       expect(String(line['mongodb'])).to.match(new RegExp(`^${mongoUrl}/startup_[0-9a-f]{8}$`));
       expect(line['database']).to.equal(String(line['mongodb']).split('/').pop());
     });
+  });
+});
+
+describe('API shutdown under keep-alive traffic', () => {
+  it('answers a request that arrives on a kept-alive connection after close() with Connection: close, and closes before the keep-alive timeout', async () => {
+    // A keep-alive timeout far beyond the test's bound: close() may not wait for it.
+    const stack = await startStack(testConfig({ HTTP_KEEP_ALIVE_TIMEOUT_MS: '60000', HTTP_HEADERS_TIMEOUT_MS: '61000', HTTP_REQUEST_TIMEOUT_MS: '120000' }));
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    /** A write; `midway` runs once half its body is sent (the server is then reading it). */
+    const post = (midway?: () => void): Promise<{ status: number; connection: string | undefined }> =>
+      new Promise((resolve, reject) => {
+        const body = JSON.stringify(recordBody());
+        const req = request(`${stack.baseUrl}/feedback-record`, { method: 'POST', agent, headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), Authorization: `Bearer ${TEST_KEY.secret}` } }, (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection }));
+        });
+        req.on('error', reject);
+        if (midway === undefined) return void req.end(body);
+        req.write(body.slice(0, 10));
+        setTimeout(() => {
+          midway();
+          req.end(body.slice(10));
+        }, 300);
+      });
+    try {
+      // One connection kept busy: a request always in flight, as a load balancer's pool does.
+      const before = await post();
+      expect(before).to.deep.equal({ status: 200, connection: 'keep-alive' });
+      let closing: Promise<void> | undefined;
+      const first = await post(() => (closing = stack.api.close()));
+      expect(first.status).to.equal(200);
+      const next = await post().catch(() => undefined);
+      // Either the connection was closed as it turned idle (the next request opened a new one,
+      // refused) or the request reached it first and was told to close it.
+      if (next !== undefined) expect(next.connection).to.equal('close');
+      let closed = false;
+      void closing!.then(() => (closed = true));
+      const deadline = Date.now() + 10_000;
+      while (!closed && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(closed, 'close() finished, not held by the kept-alive connection').to.equal(true);
+    } finally {
+      agent.destroy();
+      await stack.close();
+    }
   });
 });
