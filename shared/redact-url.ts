@@ -41,8 +41,9 @@ function redactQuery(tail: string): string {
 }
 
 /** The start-up line of the API and the worker: which Redis, MongoDB server and database they use (credentials redacted). */
-export function logConnections(logger: Logger, config: Pick<Config, 'redisUrl' | 'mongodbUri' | 'mongodbDatabase' | 'queueName'>): void {
-  const redis = redactUrl(config.redisUrl);
+export function logConnections(logger: Logger, config: Pick<Config, 'redisUrl' | 'redisClusterNodes' | 'mongodbUri' | 'mongodbDatabase' | 'queueName'>): void {
+  // With REDIS_CLUSTER_NODES, REDIS_URL names no server (only its scheme and credentials are used).
+  const redis = config.redisClusterNodes.length > 0 ? `cluster ${config.redisClusterNodes.map((n) => `${n.host}:${n.port}`).join(',')}` : redactUrl(config.redisUrl);
   const mongodb = redactUrl(config.mongodbUri);
   logger.info(
     { redis, mongodb, database: config.mongodbDatabase, queue: config.queueName },

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { redactUrl } from '../../shared/redact-url.js';
+import { logConnections, redactUrl } from '../../shared/redact-url.js';
 
 describe('redactUrl (shared/redact-url.ts)', () => {
   for (const [url, shown] of [
@@ -23,5 +23,26 @@ describe('redactUrl (shared/redact-url.ts)', () => {
 
   it('shows nothing of a value that is not a URL', () => {
     expect(redactUrl('s3cret')).to.equal('***');
+  });
+});
+
+describe('logConnections (shared/redact-url.ts)', () => {
+  const lineOf = (config: Parameters<typeof logConnections>[1]): Record<string, unknown> => {
+    let logged: Record<string, unknown> = {};
+    const logger = { info: (fields: Record<string, unknown>, message: string) => (logged = { ...fields, message }) } as unknown as Parameters<typeof logConnections>[0];
+    logConnections(logger, config);
+    return logged;
+  };
+  const base = { redisUrl: 'redis://:secret@127.0.0.1:6390', mongodbUri: 'mongodb://127.0.0.1:27017/feedback', mongodbDatabase: 'feedback', queueName: 'q' };
+
+  it('names the Redis of REDIS_URL, its password redacted', () => {
+    const line = lineOf({ ...base, redisClusterNodes: [] });
+    expect(line['redis']).to.equal('redis://:***@127.0.0.1:6390');
+  });
+
+  it('names the cluster seed nodes with REDIS_CLUSTER_NODES, not REDIS_URL (which then names no server)', () => {
+    const line = lineOf({ ...base, redisClusterNodes: [{ host: '10.0.0.1', port: 7000 }, { host: '10.0.0.2', port: 7001 }] });
+    expect(line['redis']).to.equal('cluster 10.0.0.1:7000,10.0.0.2:7001');
+    expect(String(line['message'])).to.include('using Redis cluster 10.0.0.1:7000,10.0.0.2:7001').and.not.include('6390');
   });
 });
