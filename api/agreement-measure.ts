@@ -103,8 +103,16 @@ export async function measureAgreement(question: string, scale: AgreementScale, 
       };
     }
     const matrix = createCoincidenceMatrix();
+    // Without a definition the level follows the values (interval when every one is a number):
+    // all of them, paired or not, so that a question nobody answered twice keeps its type.
+    let numbersOnly = true;
+    let anyValue = false;
     for await (const unit of units) {
       const { values, users } = fitting<ScaleValue>(unit, tally, scale.toScale);
+      for (const x of values) {
+        anyValue = true;
+        if (typeof x !== 'number') numbersOnly = false;
+      }
       if (pairable(tally, users)) matrix.addUnit(values);
     }
     if (!scale.defined && tally.seen === 0 && !(await (options.answered?.() ?? false))) {
@@ -113,7 +121,7 @@ export async function measureAgreement(question: string, scale: AgreementScale, 
     if (!scale.defined && tally.seen > 0 && tally.excluded === tally.seen) {
       throw invalidInput('query.question', `has values that are not strings, numbers or booleans (lists or objects): agreement on them needs a dataset definition that gives ${JSON.stringify(question)} a type (multi_label for lists)`);
     }
-    const level = scale.level ?? ([...matrix.marginals().keys()].every((x) => typeof x === 'number') ? 'interval' : 'nominal');
+    const level = scale.level ?? (anyValue && numbersOnly ? 'interval' : 'nominal');
     return { question, level, alpha: alphaAt(matrix, level), ...counts() };
   } catch (err) {
     if (err instanceof TooManyValuesError) {

@@ -82,6 +82,14 @@ describe('GET /datasets/{dataset_id}/agreement', () => {
     expect(res.body.alpha.toFixed(3)).to.equal('0.849');
   });
 
+  it('without a definition, text values are nominal also when no record has two answers (nothing pairable)', async () => {
+    // One annotator per record: no unit is pairable, the values alone tell the type.
+    await insertSeed(stack.db, seedReliabilityData({ datasetId: 'ds_free_text', question: 'tone', observers: ['A'], matrix: [['calm', 'angry', 'calm']] }));
+    const res = await get('/datasets/ds_free_text/agreement?question=tone');
+    expect(res.status, res.text).to.equal(200);
+    expect(res.body).to.include({ level: 'nominal', alpha: null, units: 0, pairable_values: 0 });
+  });
+
   it('annotators=A,C measures only theirs', async () => {
     const res = await get('/datasets/ds_rated/agreement?question=quality&annotators=A,C&level=nominal');
     expect(res.status, res.text).to.equal(200);
