@@ -6,6 +6,7 @@ import { createMongo, primaryDb, socketTimeoutMs, type MongoHandle } from '../sh
 import { sleep } from '../shared/process.js';
 import { logConnections } from '../shared/redact-url.js';
 import { checkEvictionPolicy, checkPersistence, createRedis, type RedisClient } from '../shared/redis.js';
+import { warnOfStrandedShards } from '../shared/stranded-shards.js';
 import { queueShards } from '../shared/redis-keys.js';
 import { createShardConsumer, type ShardConsumer } from '../shared/queue.js';
 import { isTransientMongoError, TransientStoreError } from './errors.js';
@@ -94,6 +95,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
   const redis = createRedis(config, 'worker', logger);
   void checkEvictionPolicy(redis, logger);
   void checkPersistence(redis, logger);
+  void warnOfStrandedShards(config, redis, logger);
   const shards = queueShards(config);
   const metrics = createWorkerMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   // Deliveries keep to a share while the writer works through a backlog (worker/webhook-dispatcher.ts); the writer is built below.
