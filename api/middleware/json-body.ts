@@ -71,7 +71,11 @@ async function readBody(ctx: ApiContext, limitBytes: number): Promise<Buffer> {
       await discardRest(ctx.req, Math.max(DISCARD_MIN_BYTES, DISCARD_LIMIT_MULTIPLE * limitBytes));
       throw new AppError('payload_too_large', 'the body is larger than the limit');
     }
-    // A length mismatch, an aborted request, or compressed bytes that do not inflate.
+    // Compressed bytes that do not inflate (zlib's errors carry a Z_* code), a length mismatch, an aborted request.
+    const zlibCode = (err as { code?: unknown }).code;
+    if (stream !== ctx.req && typeof zlibCode === 'string' && zlibCode.startsWith('Z_')) {
+      throw new AppError('invalid_json', `the body does not inflate as its Content-Encoding says (${String(ctx.req.headers['content-encoding']).trim().toLowerCase()})`, { cause: err });
+    }
     throw new AppError('invalid_json', 'the body is not valid JSON', { cause: err });
   }
 }

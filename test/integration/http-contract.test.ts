@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
+import { deflateSync, gzipSync } from 'node:zlib';
 import { createIdMinter } from '../../shared/ids.js';
 import { OTHER_KEY, testConfig, TEST_KEY } from '../helpers/env.js';
 import { eventually, recordBody, records, responses, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
@@ -493,6 +494,23 @@ function bodyLimit(path: string, valid: (s: Stack) => Promise<Json>): void {
     it('413 payload_too_large for a bigger body', async () => {
       const res = await send(stack, 'POST', path, { body: padded('p'.repeat(4000)), headers: { ...AUTH, ...JSON_TYPE } });
       expectError(res, 413, 'payload_too_large');
+    });
+
+    it('Content-Encoding: a gzip or deflate body is inflated and accepted; the limit counts inflated bytes (a bomb is 413); bytes that do not inflate are 400 saying so; another coding is 415', async () => {
+      const text = ofBytes(2000);
+      const headers = (coding: string) => ({ ...AUTH, ...JSON_TYPE, 'Content-Encoding': coding });
+      for (const [coding, bytes] of [['gzip', gzipSync(text)], ['deflate', deflateSync(text)]] as const) {
+        const res = await send(stack, 'POST', path, { body: bytes, headers: headers(coding) });
+        expectAccepted(res, base['response'].status ?? 'submitted');
+      }
+      // 2,049 bytes once inflated, far fewer sent.
+      const bomb = await send(stack, 'POST', path, { body: gzipSync(ofBytes(2049)), headers: headers('gzip') });
+      expectError(bomb, 413, 'payload_too_large');
+      // A gzip header followed by bytes that are no deflate stream.
+      const bad = await send(stack, 'POST', path, { body: Buffer.concat([gzipSync(text).subarray(0, 10), Buffer.from('not gzip at all')]), headers: headers('gzip') });
+      expectError(bad, 400, 'invalid_json');
+      expect(bad.body.error.message).to.equal('the body does not inflate as its Content-Encoding says (gzip)');
+      expectError(await send(stack, 'POST', path, { body: text, headers: headers('br') }), 415, 'unsupported_media_type');
     });
 
     it('413 payload_too_large counts bytes, not characters', async () => {
