@@ -656,7 +656,8 @@ function expectRaw(r: RawRequest, pool: readonly string[]): { answers: Expect[];
     const problems = endpoint === 'record' ? recordBodyProblems(read) : responseBodyProblems(read);
     if (problems.length > 0) return { answers: [err('validation_failed'), ...bomAlternative], read };
     if (endpoint === 'response' && !pool.includes((read as { feedback_record_id: string }).feedback_record_id)) return { answers: [err('record_not_found'), ...bomAlternative], read };
-    if (r.idempotency === 'empty' || r.idempotency === 'long' || r.idempotency === 'tab') return { answers: [err('invalid_header'), ...bomAlternative], read };
+    // Two headers: Node would join them into one key ("a, b"); the API refuses instead.
+    if (r.idempotency === 'empty' || r.idempotency === 'long' || r.idempotency === 'tab' || r.idempotency === 'dup') return { answers: [err('invalid_header'), ...bomAlternative], read };
     return { answers: [OK, ...bomAlternative], read };
   };
   const b = bodyAnswers();
