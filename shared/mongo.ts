@@ -74,7 +74,7 @@ export function socketTimeoutMs(config: Pick<Config, 'mongodbTimeoutMs'>): numbe
   return Math.max(config.mongodbTimeoutMs * 6, 30_000);
 }
 
-/** Connects lazily: the driver reconnects by itself after an outage. */
+/** Connects at once, and again until it succeeds (below); after that the driver reconnects by itself after an outage. */
 export function createMongo(config: Pick<Config, 'mongodbUri' | 'mongodbDatabase' | 'mongodbTimeoutMs'> & MongoDurabilitySettings): MongoHandle {
   const client = new MongoClient(config.mongodbUri, {
     ...mongoClientOptions(),
@@ -89,5 +89,30 @@ export function createMongo(config: Pick<Config, 'mongodbUri' | 'mongodbDatabase
     retryWrites: true,
     appName: 'feedback-ingest',
   });
-  return { client, db: client.db(config.mongodbDatabase), close: () => client.close() };
+  // The driver connects on the first operation; when that connect fails (the store not up yet),
+  // the client keeps a closed topology and every later operation fails with "Topology is closed",
+  // also once the store is back: a process started during an outage never reached it (an
+  // outside-in check: API and worker still failing 7 minutes after the store came back). An
+  // explicit connect() opens it again, so it is repeated until one succeeds; after that the
+  // driver's monitors follow the store by themselves.
+  let closed = false;
+  void (async () => {
+    while (!closed) {
+      try {
+        await client.connect();
+        if (closed) await client.close();
+        return;
+      } catch {
+        await new Promise((resolve) => setTimeout(resolve, config.mongodbTimeoutMs).unref());
+      }
+    }
+  })();
+  return {
+    client,
+    db: client.db(config.mongodbDatabase),
+    close: () => {
+      closed = true;
+      return client.close();
+    },
+  };
 }
