@@ -13,6 +13,8 @@ import { STORED, type WriteResult } from './write-result.js';
 // version the store refuses for good gives way to the next older one, so a bad update never
 // erases an older valid one.
 
+const TOO_LARGE = /MaxDocumentSize|BSONObjectTooLarge|larger than 16777216|document is too large|object to insert too large/i;
+
 /** Where a round's stored responses are noted for its webhook events (worker/round-events.ts). */
 export interface ResponseNotes {
   insertedResponses: number[];
@@ -92,20 +94,37 @@ export function createResponseRound(options: { readonly responses: Collection<Re
     });
     if (updates.length === 0) return outcomes;
 
-    const opOf = (k: number) => {
+    const opOf = (k: number, cap: number) => {
       const candidates = open[k]!;
       const top = items[candidates[0]!]! as ResponseCarrying;
       const createdAt = Math.min(...candidates.map((i) => items[i]!.write.accepted_at));
       const datasetId = datasets.get(top.write.record_id) ?? (isRecordWrite(top) ? top.write.record.feedback_dataset_id : '');
-      if (historyMax > 0) return responseUpdateWithHistory(top, candidates.slice(1).map((i) => items[i]! as ResponseCarrying), datasetId, createdAt, historyMax);
+      if (historyMax > 0) return responseUpdateWithHistory(top, candidates.slice(1).map((i) => items[i]! as ResponseCarrying), datasetId, createdAt, cap);
       return responseUpdate(top, datasetId, createdAt);
     };
-    const applied = await applyUpdates(responses, updates.map(opOf));
+    const applied = await applyUpdates(responses, updates.map((k) => opOf(k, historyMax)));
+    // A version the store refuses because the document with its history passes the 16 MiB limit
+    // is written again keeping no earlier version: the answer promised the version, the history is
+    // bounded and drops its oldest first (docs/annotation.md). Refused again, it is refused.
+    const tooLarge = historyMax === 0 ? [] : updates.flatMap((k, n) => (isTooLarge(applied[n]!) ? [{ k, n }] : []));
+    if (tooLarge.length > 0) {
+      const again = await applyUpdates(responses, tooLarge.map(({ k }) => opOf(k, 0)));
+      tooLarge.forEach(({ k, n }, i) => {
+        applied[n] = again[i]!;
+        const top = items[open[k]![0]!]!;
+        logger.warn({ response_id: writeTargetId(top.write), request_id: top.write.request_id, stored: again[i]!.kind === 'applied' }, 'response history dropped: the document with it passed the store\'s size limit');
+      });
+    }
     updates.forEach((k, n) => {
       outcomes[k] = applied[n]!;
       if (applied[n]!.kind === 'applied') notes?.maybeStored.push(open[k]![0]!);
     });
     return outcomes;
+  }
+
+  /** The store's refusal of a document over its size limit (MongoDB: BSONObjectTooLarge and kin; the stand-in: MaxDocumentSize). */
+  function isTooLarge(outcome: UpdateOutcome): boolean {
+    return outcome.kind === 'rejected' && TOO_LARGE.test(outcome.error);
   }
 
   function logStale(item: SequencedWrite, newer: number): void {
