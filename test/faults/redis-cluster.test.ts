@@ -69,6 +69,9 @@ function saveLossFigure(name: string, figures: Record<string, unknown>): void {
 }
 
 describe('fault scenarios on a Redis Cluster (3 masters + 3 replicas, 6 queue shards; ledger)', function () {
+  // A failover scenario's own bounded waits (load, kill, two heals, the drain) add up past the
+  // suite's 180 s on two busy cores; each wait keeps its own bound and message.
+  this.timeout(360_000);
   const scope = faultScope();
 
   it('2 API and 3 worker processes under load: every acknowledged write stored exactly once, updates in acceptance order', async function () {
