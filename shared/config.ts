@@ -17,6 +17,8 @@ export interface ApiKeyConfig {
 /** What an API key name may be (env keys and stored keys alike): it ends up as `api_key` and default `user_id`. */
 export const KEY_NAME_RE = /^[A-Za-z0-9_.@-]{1,64}$/;
 const SHA256_HEX_RE = /^[0-9a-fA-F]{64}$/;
+/** Most shards `QUEUE_SHARDS` allows (also the layouts the worker looks through for stranded jobs, shared/stranded-shards.ts). */
+export const QUEUE_SHARDS_MAX = 256;
 
 /** Thrown by {@link loadConfig}; `message` is the one line printed before exit. */
 export class ConfigError extends Error {
@@ -42,7 +44,7 @@ const SETTINGS = {
   redisTlsUrl: url('REDIS_TLS_URL', undefined, ['rediss:'], 'Used instead of `REDIS_URL` when set (Heroku).'),
   redisClusterNodes: text('REDIS_CLUSTER_NODES', '', 'Comma-separated `host:port` of some nodes of a Redis Cluster (any masters or replicas; the rest are discovered). When set, `REDIS_URL` is not used (its scheme still decides TLS). See [Redis Cluster](scaling.md#redis-cluster).', { type: 'list' }),
   redisKeyPrefix: text('REDIS_KEY_PREFIX', '', 'Prepended, with a `:`, to every Redis key the service writes (queue, idempotency keys, rate-limit counters, webhook delivery leases), so that several deployments can share one Redis. Unset: the keys of earlier releases (`bull:<QUEUE_NAME>:…`, `feedback-ingest:<QUEUE_NAME>:…`).', { type: '1–64 of `[A-Za-z0-9_.-]`', pattern: [/^[A-Za-z0-9_.-]{0,64}$/, 'REDIS_KEY_PREFIX must be 1-64 of [A-Za-z0-9_.-]'] }),
-  queueShards: int('QUEUE_SHARDS', { default: 0, min: 0, max: 256, unit: 'shards' }, 'BullMQ queues the writes are spread over (by record id); the worker drains them all. 0 = 1 on one Redis, 6 on a Redis Cluster (each shard is one hash slot, so shards spread over masters). Change it only with an empty queue (see [Redis Cluster](scaling.md#redis-cluster)).'),
+  queueShards: int('QUEUE_SHARDS', { default: 0, min: 0, max: QUEUE_SHARDS_MAX, unit: 'shards' }, 'BullMQ queues the writes are spread over (by record id); the worker drains them all. 0 = 1 on one Redis, 6 on a Redis Cluster (each shard is one hash slot, so shards spread over masters). Change it only with an empty queue (see [Redis Cluster](scaling.md#redis-cluster)).'),
   redisMinReplicasAck: int('REDIS_MIN_REPLICAS_ACK', { default: 0, min: 0, max: 16, unit: 'replicas' }, 'Replicas that must confirm a job (Redis `WAIT`) before the API answers 200; fewer within `REDIS_REPLICA_ACK_TIMEOUT_MS` is 503 `queue_unavailable`. 0 = answer once the master has it. See [What a 200 promises](reliability.md#what-a-200-promises).'),
   redisReplicaAckTimeoutMs: int('REDIS_REPLICA_ACK_TIMEOUT_MS', { default: 500, min: 1, max: 60_000, unit: 'ms' }, '`WAIT` timeout of `REDIS_MIN_REPLICAS_ACK`; below `ENQUEUE_TIMEOUT_MS`.'),
   shardReroute: bool('SHARD_REROUTE', true, 'Route writes around a queue shard whose Redis master stops answering (a failover, `CLUSTERDOWN`, `WAIT` short of `REDIS_MIN_REPLICAS_ACK`): new records get an id on a shard that answers, responses go to any such shard, writes waiting for the failing shard move; the shard is probed every `SHARD_PROBE_MS` and used again once it answers. `false`: every write goes to its record\'s shard. See [Redis Cluster](scaling.md#redis-cluster).'),

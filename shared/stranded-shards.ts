@@ -1,12 +1,9 @@
-import type { Config } from './config.js';
+import { QUEUE_SHARDS_MAX, type Config } from './config.js';
 import type { Logger } from './logger.js';
 import type { RedisClient } from './redis.js';
 import { queueShards, type QueueShard } from './redis-keys.js';
 
 type ShardConfig = Pick<Config, 'redisKeyPrefix' | 'queueName' | 'queueShards' | 'redisClusterNodes'>;
-
-/** Most shards `QUEUE_SHARDS` allows (shared/config.ts): the layouts another setting could have left jobs in. */
-const MAX_SHARDS = 256;
 
 /** The BullMQ lists and sorted sets of a queue that hold jobs not yet done. */
 const PENDING_KEYS = ['wait', 'paused', 'delayed', 'prioritized', 'active', 'waiting-children'] as const;
@@ -19,7 +16,7 @@ const PENDING_KEYS = ['wait', 'paused', 'delayed', 'prioritized', 'active', 'wai
  */
 export function otherShards(config: ShardConfig): QueueShard[] {
   const drained = new Set(queueShards(config).map((s) => s.prefix));
-  const sharded = queueShards({ ...config, queueShards: MAX_SHARDS });
+  const sharded = queueShards({ ...config, queueShards: QUEUE_SHARDS_MAX });
   const single = config.redisClusterNodes.length > 0 ? [] : queueShards({ ...config, queueShards: 1 });
   return [...single, ...sharded].filter((s) => !drained.has(s.prefix));
 }
