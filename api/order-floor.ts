@@ -12,8 +12,8 @@ interface OrderFloorDoc {
 
 interface OrderFloor {
   /**
-   * Raises the clock above the persisted floor (plus one persist interval: orders minted after
-   * the last persist), then keeps persisting. Bounded by `timeoutMs`: with MongoDB down the API
+   * Raises the clock above the persisted floor (plus one persist interval, orders minted after
+   * the last persist, when the floor is ahead of this host's clock), then keeps persisting. Bounded by `timeoutMs`: with MongoDB down the API
    * starts on its wall clock alone and says so.
    */
   start(timeoutMs: number): Promise<void>;
@@ -57,9 +57,18 @@ export function createOrderFloor(options: OrderFloorOptions): OrderFloor {
       try {
         const doc = await col.findOne({ _id: 'order_floor' }, { timeoutMS: timeoutMs });
         if (doc !== null) {
-          clock.raiseFloor(orderFloorAt(orderTime(doc.order) + persistMs));
+          const floorAt = orderTime(doc.order);
+          const ahead = floorAt > Date.now();
+          // A floor behind this clock: every order above it was minted before now, by a process on
+          // a clock that had not stepped back (the one that stopped persisted its last order on a
+          // graceful close). Raising this clock beyond it would run it ahead of the other API
+          // processes', still at wall time, so that a write accepted here now would outrank
+          // writes they accept later (a rolling restart under traffic). A floor ahead of this
+          // clock says that it stepped back: then orders continue above the floor and above
+          // what a process that died may have minted after its last persist.
+          clock.raiseFloor(ahead ? orderFloorAt(floorAt + persistMs) : doc.order);
           persisted = doc.order;
-          if (orderTime(doc.order) > Date.now()) logger.warn({ floor_at: new Date(orderTime(doc.order)).toISOString() }, 'the persisted order floor is ahead of this host clock: orders continue above it');
+          if (ahead) logger.warn({ floor_at: new Date(floorAt).toISOString() }, 'the persisted order floor is ahead of this host clock: orders continue above it');
         }
       } catch (err) {
         logger.warn({ err: (err as Error).message }, 'could not read the order floor from MongoDB: acceptance order relies on this host clock alone until it can be persisted');

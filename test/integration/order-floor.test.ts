@@ -1,7 +1,9 @@
 import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
 import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
-import { orderFloorAt } from '../../shared/order-clock.js';
+import { createOrderClock, orderFloorAt, orderTime } from '../../shared/order-clock.js';
+import { createLogger } from '../../shared/logger.js';
+import { createOrderFloor } from '../../api/order-floor.js';
 import { testConfig } from '../helpers/env.js';
 import { eventually, recordBody, responses, startStack } from '../helpers/stack.js';
 
@@ -23,6 +25,27 @@ describe('acceptance order floor (persisted in MongoDB, survives Redis and resta
       await eventually(async () => ((await meta.findOne({ _id: 'order_floor' }))!.order >= doc['seq'] ? true : undefined), 5_000, 'floor persisted');
     } finally {
       await stack.close();
+      await client.close();
+    }
+  });
+  it('an API starting while another persisted its floor a moment ago mints at its wall clock, not ahead: a write that process accepts after this one still outranks it', async () => {
+    const config = testConfig();
+    const client = new MongoClient(config.mongodbUri, { ...mongoClientOptions(), retryWrites: false });
+    const db = client.db(config.mongodbDatabase);
+    const meta = db.collection<{ _id: string; order: number }>(COLLECTIONS.meta);
+    try {
+      await meta.deleteOne({ _id: 'order_floor' });
+      // As a live API process on the same clock leaves it: its newest order persisted 100 ms ago (a rolling restart of another one).
+      await meta.insertOne({ _id: 'order_floor', order: orderFloorAt(Date.now() - 100) });
+      const clock = createOrderClock({ node: 1 });
+      const floor = createOrderFloor({ db, clock, logger: createLogger({ level: 'silent', name: 'order-floor-test' }), persistMs: 1_000 });
+      await floor.start(10_000);
+      const mine = clock.next();
+      await floor.close();
+      // The order the other process, at wall time, gives a write it accepts once this one is minted.
+      const laterElsewhere = orderFloorAt(Date.now() + 1);
+      expect(mine, `minted for ${new Date(orderTime(mine)).toISOString()}`).to.be.lessThan(laterElsewhere);
+    } finally {
       await client.close();
     }
   });
