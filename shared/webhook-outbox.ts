@@ -17,8 +17,9 @@ export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
  * in a delivery job (its record's lease in Redis, shared/webhook-leases.ts: the admin API shows it
  * `queued`; retrying with backoff); `queued`: in a job of an earlier release, which marked it here; `delivered`: 2xx; `failed`: every
  * attempt failed; `held`: a later event of a record whose earlier event failed, kept back until
- * that one is replayed; `superseded`: a later event of the record was delivered first (several
- * worker processes, or an erasure's event appended ahead of them), so this older state is not sent.
+ * that one is replayed; `superseded`: a later event about the same thing (the same response, or the
+ * record's `record.completed`) was delivered first (several worker processes, or an erasure's event
+ * appended ahead of them), so this older state is not sent (worker/webhook-delivery.ts `supersedes`).
  */
 export interface DeliveryDoc {
   _id: string;

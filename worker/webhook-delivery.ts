@@ -30,14 +30,29 @@ export function deliveryBackoffMs(attemptsMade: number, baseMs: number, maxMs: n
 
 /**
  * Whether `later`, an event of the same record delivered already and later in order, makes `doc`
- * an older state not to send. A `response.erased` is no state of the record: between it and an
- * event about anything else (another response, the record) neither holds the other back, so that
- * an erasure's event, appended by its sweep whenever that runs, is never dropped and never drops
- * another response's; against an event of its own response the order holds as for any state.
+ * an older state not to send (several worker processes can append a record's events out of
+ * order). Only a later state of what `doc` is about does:
+ *
+ * - an event of the same subject (the same response's later version; the record's own events);
+ * - a `record.completed`, which holds the record and every response as they were then, so it is a
+ *   later state of all of them, and, when it is the older one, an older state of all of them (sent
+ *   after a later version of a response, it would put that response back);
+ *
+ * never an event about something else: a later `response.updated` of one annotator does not carry
+ * another's `response.created`, nor the record's fields of `record.created`, so those are sent,
+ * out of the record's order, rather than lost (until 2026-11-27 any later event of the record
+ * superseded them: with two worker processes, 18 of 4,500 `response.created` were never sent).
+ * A `response.erased` is no state of the record: between it and an event about anything else
+ * neither holds the other back, a `record.completed` included, so that an erasure's event,
+ * appended by its sweep whenever that runs, is never dropped and never drops another response's;
+ * against an event of its own response the order holds as for any state. Deliveries of earlier
+ * releases, which carry no subject, are ordered by record as they were.
  */
 export function supersedes(later: Pick<DeliveryDoc, 'event_type' | 'subject_id'>, doc: Pick<DeliveryDoc, 'event_type' | 'subject_id'>): boolean {
-  if (later.event_type !== 'response.erased' && doc.event_type !== 'response.erased') return true;
-  return later.subject_id !== undefined && later.subject_id === doc.subject_id;
+  if (later.event_type === 'response.erased' || doc.event_type === 'response.erased') return later.subject_id !== undefined && later.subject_id === doc.subject_id;
+  if (later.subject_id === undefined || doc.subject_id === undefined) return true;
+  if (later.event_type === 'record.completed' || doc.event_type === 'record.completed') return true;
+  return later.subject_id === doc.subject_id;
 }
 
 /** What a delivery job did, by delivery. */

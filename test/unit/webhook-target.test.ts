@@ -73,12 +73,30 @@ describe('webhook delivery backoff', () => {
   });
 });
 
-describe('webhook delivery: which delivered later event supersedes an older one of the record', () => {
+describe('webhook delivery: which delivered later event of a record supersedes an older one', () => {
   const ev = (event_type: DeliveryDoc['event_type'], subject_id?: string) => ({ event_type, ...(subject_id === undefined ? {} : { subject_id }) });
 
-  it('any later state of the record supersedes an older one, as before', () => {
-    expect(supersedes(ev('response.updated', 'rsp_b'), ev('response.created', 'rsp_a'))).to.equal(true);
+  it('a later version of the same response, or a later event of the record itself, supersedes an older one', () => {
+    expect(supersedes(ev('response.updated', 'rsp_a'), ev('response.created', 'rsp_a'))).to.equal(true);
+    expect(supersedes(ev('response.updated', 'rsp_a'), ev('response.updated', 'rsp_a'))).to.equal(true);
+    expect(supersedes(ev('record.completed', 'rec_1'), ev('record.completed', 'rec_1'))).to.equal(true);
+  });
+
+  it('an event about another response, or about the record, is never superseded by a response\'s later event: it is sent, not lost', () => {
+    expect(supersedes(ev('response.updated', 'rsp_b'), ev('response.created', 'rsp_a')), 'another annotator\'s response').to.equal(false);
+    expect(supersedes(ev('response.created', 'rsp_b'), ev('response.updated', 'rsp_a'))).to.equal(false);
+    expect(supersedes(ev('response.updated', 'rsp_a'), ev('record.created', 'rec_1')), 'the record\'s fields').to.equal(false);
+  });
+
+  it('record.completed holds the record and every response: a later one supersedes them, an older one is superseded by any of them', () => {
     expect(supersedes(ev('record.completed', 'rec_1'), ev('response.updated', 'rsp_a'))).to.equal(true);
+    expect(supersedes(ev('record.completed', 'rec_1'), ev('record.created', 'rec_1'))).to.equal(true);
+    expect(supersedes(ev('response.updated', 'rsp_a'), ev('record.completed', 'rec_1')), 'it would put rsp_a back to an older version').to.equal(true);
+  });
+
+  it('deliveries of earlier releases (no subject) keep the order by record', () => {
+    expect(supersedes(ev('response.updated', undefined), ev('response.created', 'rsp_a'))).to.equal(true);
+    expect(supersedes(ev('response.updated', 'rsp_b'), ev('response.created', undefined))).to.equal(true);
   });
 
   it('response.erased neither supersedes nor is superseded by events of anything else, only by those of its own response', () => {
