@@ -51,7 +51,7 @@ export interface WebhookEndpointDoc {
   created_at: Date;
 }
 
-const SUMMARY_STATUSES = ['pending', 'queued', 'delivered', 'failed', 'held'] as const;
+const SUMMARY_STATUSES = ['pending', 'queued', 'delivered', 'failed', 'held', 'superseded'] as const;
 
 export const WebhookEndpointView = v.object({
   id: v.string(),

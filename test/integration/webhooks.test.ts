@@ -46,7 +46,7 @@ describe('webhooks', function () {
       const item = list.body.items.find((i: { id: string }) => i.id === created.body.id);
       expect(item).to.include({ url: receiver.url });
       expect(item).to.not.have.property('secret');
-      expect(item.deliveries).to.deep.equal({ pending: 0, queued: 0, delivered: 0, failed: 0, held: 0 });
+      expect(item.deliveries).to.deep.equal({ pending: 0, queued: 0, delivered: 0, failed: 0, held: 0, superseded: 0 });
 
       const ping = await admin(`/admin/webhooks/${created.body.id}/test`, 'POST');
       expect(ping.status).to.equal(200);
