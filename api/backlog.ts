@@ -32,7 +32,7 @@ export function createBacklogMonitor(options: { queues: Pick<WriteQueues, 'count
       // Summed over the shards: the ceiling bounds what Redis holds in all, not per shard.
       // Bounded, so that /readyz answers 503 while Redis has never been reached (BullMQ waits for it).
       const jobs = await withTimeout(queues.count('waiting', 'delayed', 'prioritized'), timeoutMs, 'Redis');
-      const overloaded = jobs >= maxJobs;
+      const overloaded = jobs > maxJobs;
       if (overloaded && !current.overloaded) logger.warn({ jobs, maxJobs }, 'backlog above ceiling: refusing writes with 503 overloaded');
       current = { jobs, redisReachable: true, overloaded };
     } catch {
