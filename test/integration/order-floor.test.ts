@@ -1,10 +1,12 @@
+import { createServer, connect, type Server, type Socket } from 'node:net';
 import { expect } from 'chai';
 import { MongoClient } from 'mongodb';
-import { COLLECTIONS, mongoClientOptions } from '../../shared/mongo.js';
+import { COLLECTIONS, createMongo, mongoClientOptions } from '../../shared/mongo.js';
 import { createOrderClock, orderFloorAt, orderTime } from '../../shared/order-clock.js';
 import { createLogger } from '../../shared/logger.js';
 import { createOrderFloor } from '../../api/order-floor.js';
 import { testConfig } from '../helpers/env.js';
+import { sharedServices } from '../helpers/root-hooks.js';
 import { eventually, recordBody, responses, startStack } from '../helpers/stack.js';
 
 describe('acceptance order floor (persisted in MongoDB, survives Redis and restarts)', () => {
@@ -47,6 +49,47 @@ describe('acceptance order floor (persisted in MongoDB, survives Redis and resta
       expect(mine, `minted for ${new Date(orderTime(mine)).toISOString()}`).to.be.lessThan(laterElsewhere);
     } finally {
       await client.close();
+    }
+  });
+  it('an API that could not read the floor at start (the store did not answer) reads it once the store answers, and mints above it from then on', async () => {
+    const config = testConfig();
+    const direct = new MongoClient(config.mongodbUri, { ...mongoClientOptions(), retryWrites: false });
+    const meta = direct.db(config.mongodbDatabase).collection<{ _id: string; order: number }>(COLLECTIONS.meta);
+    const floorOrder = orderFloorAt(Date.now() + 3_600_000);
+    await meta.deleteOne({ _id: 'order_floor' });
+    await meta.insertOne({ _id: 'order_floor', order: floorOrder });
+    // The API's store address: nothing listens there yet.
+    const free: Server = createServer();
+    await new Promise<void>((resolve) => free.listen(0, '127.0.0.1', resolve));
+    const port = (free.address() as { port: number }).port;
+    await new Promise<void>((resolve) => free.close(() => resolve()));
+    // As the API connects (shared/mongo.ts createMongo, which connects again until it can).
+    const viaPort = createMongo({ ...config, mongodbUri: `mongodb://127.0.0.1:${port}`, mongodbTimeoutMs: 500 });
+    const sockets = new Set<Socket>();
+    let proxy: Server | undefined;
+    const clock = createOrderClock({ node: 2 });
+    const floor = createOrderFloor({ db: viaPort.db, clock, logger: createLogger({ level: 'silent', name: 'order-floor-test' }), persistMs: 200 });
+    try {
+      await floor.start(500);
+      expect(clock.next(), 'started on its wall clock').to.be.lessThan(floorOrder);
+      // The store answers from now on.
+      const mongoPort = Number(new URL(sharedServices().mongoUrl).port);
+      proxy = createServer((c) => {
+        const upstream = connect(mongoPort, '127.0.0.1');
+        for (const s of [c, upstream]) {
+          sockets.add(s);
+          s.on('error', () => undefined).on('close', () => sockets.delete(s));
+        }
+        c.pipe(upstream).pipe(c);
+      });
+      await new Promise<void>((resolve) => proxy!.listen(port, '127.0.0.1', resolve));
+      await eventually(async () => (clock.next() > floorOrder ? true : undefined), 20_000, 'orders above the floor once it was read');
+    } finally {
+      await floor.close();
+      for (const s of sockets) s.destroy();
+      await viaPort.close();
+      if (proxy !== undefined) await new Promise<void>((resolve) => proxy!.close(() => resolve()));
+      await direct.close();
     }
   });
 });
