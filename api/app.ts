@@ -95,14 +95,15 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
 
   const pipeline = createWritePipeline({ logger: deps.logger, enqueuer: deps.enqueuer, idempotency: deps.idempotency, ids: deps.ids, backlog: deps.backlog, retryAfterSeconds: deps.retryAfterSeconds, datasets: deps.datasets?.gate ?? NO_DATASET_GATE });
   const rateLimit = deps.rateLimit === undefined ? [] : [deps.rateLimit];
-  const auth = authenticate(deps.keys);
+  const keyAuth = { retryAfterSeconds: deps.retryAfterSeconds };
+  const auth = authenticate(deps.keys, keyAuth);
   const router = new Router<ApiState>();
   // Every write kind at its own path, through the one pipeline; a kind a browser may send also
   // takes feedback tokens (when they are configured).
   const writeRoutes: Record<string, ApiMiddleware[]> = {};
   const mountWrite = (kind: WriteKind<unknown, unknown>): void => {
     const tokens = kind.feedbackToken ? deps.feedbackTokens?.tokens : undefined;
-    const who = tokens === undefined ? auth : authenticate(deps.keys, { feedbackTokens: tokens });
+    const who = tokens === undefined ? auth : authenticate(deps.keys, { ...keyAuth, feedbackTokens: tokens });
     const chain = [who, ...rateLimit, ...jsonBody({ limitBytes: deps.bodyLimitBytes }), pipeline.one(kind)];
     writeRoutes[kind.path] = chain;
     // The router keeps the route too, for its 405 on another method of the same path.
@@ -115,7 +116,7 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
   }
   router.post(FEEDBACK_BATCH_PATH, auth, ...rateLimit, ...jsonBody({ limitBytes: deps.batchRequestMaxBytes }), pipeline.batch(deps.batchRequestMaxItems, deps.bodyLimitBytes));
   if (deps.reader !== undefined) {
-    const read = [authenticate(deps.keys), requireRead()];
+    const read = [authenticate(deps.keys, keyAuth), requireRead()];
     const readDeps = { reader: deps.reader, ids: deps.ids, retryAfterSeconds: deps.retryAfterSeconds, ...(deps.readTimeoutMs === undefined ? {} : { readTimeoutMs: deps.readTimeoutMs }) };
     router.get('/feedback-record/:id', ...read, getFeedbackRecord(readDeps));
     router.get('/datasets/:dataset_id/records', ...read, listDatasetRecords(readDeps));
@@ -132,17 +133,17 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
   router.get('/readyz', getReadyz(deps.backlog));
   router.get('/metrics', getMetrics(deps.metrics));
   if (deps.datasets !== undefined) {
-    const admin = [authenticate(deps.keys), requireAdmin()];
+    const admin = [authenticate(deps.keys, keyAuth), requireAdmin()];
     router.put(`${DATASETS_PATH}/:id`, ...admin, ...jsonBody({ limitBytes: deps.bodyLimitBytes }), putDataset(deps.datasets));
     router.get(`${DATASETS_PATH}/:id`, ...admin, getDataset(deps.datasets));
     router.get(DATASETS_PATH, ...admin, listDatasets(deps.datasets));
-    router.get(`${DATASETS_PATH}/:id/schema`, authenticate(deps.keys), getDatasetSchema(deps.datasets));
+    router.get(`${DATASETS_PATH}/:id/schema`, authenticate(deps.keys, keyAuth), getDatasetSchema(deps.datasets));
   }
   if (deps.erasures !== undefined) {
-    router.get(`${ERASURES_PATH}/:id`, authenticate(deps.keys), requireAdmin(), getErasure({ erasures: deps.erasures, ids: deps.ids, retryAfterSeconds: deps.retryAfterSeconds, ...(deps.readTimeoutMs === undefined ? {} : { readTimeoutMs: deps.readTimeoutMs }) }));
+    router.get(`${ERASURES_PATH}/:id`, authenticate(deps.keys, keyAuth), requireAdmin(), getErasure({ erasures: deps.erasures, ids: deps.ids, retryAfterSeconds: deps.retryAfterSeconds, ...(deps.readTimeoutMs === undefined ? {} : { readTimeoutMs: deps.readTimeoutMs }) }));
   }
   if (deps.deadLetters !== undefined) {
-    const admin = [authenticate(deps.keys), requireAdmin()];
+    const admin = [authenticate(deps.keys, keyAuth), requireAdmin()];
     const dl = { deadLetters: deps.deadLetters, retryAfterSeconds: deps.retryAfterSeconds, datasets: deps.datasets?.gate ?? NO_DATASET_GATE };
     router.get(DEAD_LETTERS_PATH, ...admin, listDeadLetters(dl));
     router.get(`${DEAD_LETTERS_PATH}/:id`, ...admin, getDeadLetter(dl));
@@ -150,7 +151,7 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
     router.delete(`${DEAD_LETTERS_PATH}/:id`, ...admin, deleteDeadLetter(dl));
   }
   if (deps.webhooks !== undefined) {
-    const admin = [authenticate(deps.keys), requireAdmin()];
+    const admin = [authenticate(deps.keys, keyAuth), requireAdmin()];
     const wh = deps.webhooks;
     router.post(WEBHOOKS_PATH, ...admin, ...jsonBody({ limitBytes: deps.bodyLimitBytes }), createWebhook(wh));
     router.get(WEBHOOKS_PATH, ...admin, listWebhooks(wh));

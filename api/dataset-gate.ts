@@ -50,8 +50,24 @@ export function createDatasetGate(options: {
   mode: DatasetMode;
   /** The dataset id of a stored record, or undefined (not stored, or the store did not answer). */
   recordDataset: (recordId: string) => Promise<string | undefined>;
+  /** `Retry-After` of the 503 while the definitions are not loaded yet, seconds (default 1). */
+  retryAfterSeconds?: number;
 }): DatasetGate {
   const { registry, ids, mode, recordDataset } = options;
+
+  /**
+   * No definition found, under `strict`: 404, unless the definitions could not be loaded since
+   * the process started (MongoDB not answering): then the dataset may well be defined, and the
+   * answer is a retryable 503, never a final 404. (`open` takes the write either way: its
+   * key-name rules hold without a definition.)
+   */
+  function undefinedDataset(message: string): void {
+    if (mode !== 'strict') return;
+    if (!registry.loaded()) {
+      throw new AppError('store_unavailable', 'the dataset definitions are not loaded yet (MongoDB has not answered since this process started); retry later', { headers: { 'Retry-After': String(options.retryAfterSeconds ?? 1) } });
+    }
+    throw new AppError('dataset_not_found', message);
+  }
 
   function checkResponse(dataset: CompiledDataset, response: ResponseInput): void {
     const problems = dataset.checkResponse(response.values, response.status);
@@ -72,10 +88,7 @@ export function createDatasetGate(options: {
     mode,
     async checkSuggestionWrite(recordId, suggestion, at) {
       const candidates = await datasetsOfRecord(recordId);
-      if (candidates.length === 0) {
-        if (mode === 'strict') throw new AppError('dataset_not_found', 'the dataset of this record has no definition (the server runs with DATASETS=strict)');
-        return;
-      }
+      if (candidates.length === 0) return undefinedDataset('the dataset of this record has no definition (the server runs with DATASETS=strict)');
       // With several candidates (a fingerprint shared, the record still queued) one that takes it is enough, as for a response.
       const problems = candidates.map((c) => c.checkSuggestion(suggestion.question, suggestion.value, at));
       if (problems.some((p) => p.length === 0)) return;
@@ -83,10 +96,7 @@ export function createDatasetGate(options: {
     },
     checkRecordWrite(datasetId, fieldToValue, response, suggestions = [], at = (i) => `suggestions[${i}]`) {
       const dataset = registry.byId(datasetId);
-      if (dataset === undefined) {
-        if (mode === 'strict') throw new AppError('dataset_not_found', `the dataset ${JSON.stringify(datasetId)} has no definition (the server runs with DATASETS=strict)`);
-        return;
-      }
+      if (dataset === undefined) return undefinedDataset(`the dataset ${JSON.stringify(datasetId)} has no definition (the server runs with DATASETS=strict)`);
       const problems = [
         ...dataset.checkRecord(fieldToValue),
         ...dataset.checkResponse(response.values, response.status),
@@ -98,10 +108,7 @@ export function createDatasetGate(options: {
       const fingerprint = ids.recordFingerprint(recordId);
       const candidates = fingerprint === undefined ? [] : registry.byFingerprint(fingerprint);
       if (candidates.length === 1) return checkResponse(candidates[0]!, response);
-      if (candidates.length === 0) {
-        if (mode === 'strict') throw new AppError('dataset_not_found', 'the dataset of this record has no definition (the server runs with DATASETS=strict)');
-        return;
-      }
+      if (candidates.length === 0) return undefinedDataset('the dataset of this record has no definition (the server runs with DATASETS=strict)');
       const stored = await recordDataset(recordId);
       const known = stored === undefined ? undefined : candidates.find((c) => c.definition.id === stored);
       if (known !== undefined) return checkResponse(known, response);

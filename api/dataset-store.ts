@@ -13,6 +13,8 @@ export interface DatasetRegistry {
    */
   byFingerprint(fingerprint: number): readonly CompiledDataset[];
   readonly size: number;
+  /** Whether the definitions were loaded since the process started. */
+  loaded(): boolean;
 }
 
 /** The definitions, reloaded as the key store reloads keys (see PeriodicReload). */

@@ -65,6 +65,7 @@ export function createKeyStore(options: KeyStoreOptions): KeyStore {
       if (key !== undefined) verified.remember(token, key);
       return key;
     },
+    complete: reload.loaded,
     ...reload,
   };
 }

@@ -21,6 +21,12 @@ export interface AuthenticatedKey {
 export interface KeyVerifier {
   /** The key whose secret is `token`, or undefined. Constant time in the token and key count. */
   verify(token: string): AuthenticatedKey | undefined;
+  /**
+   * False while some keys could not be loaded yet (the stored keys, MongoDB not answering since
+   * the process started): `verify` finding nothing then does not mean the token is no key.
+   * Absent = always true (keys from configuration).
+   */
+  complete?(): boolean;
 }
 
 /** Tokens verified lately, at most this many (a larger set is forgotten whole and fills again). */
@@ -89,5 +95,6 @@ export function chainKeyVerifiers(...verifiers: readonly KeyVerifier[]): KeyVeri
       }
       return undefined;
     },
+    complete: () => verifiers.every((v) => v.complete?.() ?? true),
   };
 }

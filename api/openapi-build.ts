@@ -54,13 +54,13 @@ export type Paths = Readonly<Record<string, Partial<Record<'get' | 'post' | 'put
 
 /** Codes any request can get, whatever its path: Node's parser refusals and bugs. */
 const TRANSPORT_CODES = ['bad_request', 'request_timeout', 'headers_too_large', 'internal_error'] as const satisfies readonly ErrorCode[];
-/** Codes of authentication with an API key (api/middleware/auth.ts, api/middleware/admin.ts). */
-const KEY_CODES = ['unauthorized', 'invalid_api_key', 'forbidden'] as const satisfies readonly ErrorCode[];
+/** Codes of authentication with an API key (api/middleware/auth.ts, api/middleware/admin.ts): 503 while the stored keys are not loaded yet. */
+const KEY_CODES = ['unauthorized', 'invalid_api_key', 'forbidden', 'store_unavailable'] as const satisfies readonly ErrorCode[];
 const ACCESS_CODES: Readonly<Record<Access, readonly ErrorCode[]>> = {
   public: TRANSPORT_CODES,
   key: [...TRANSPORT_CODES, ...KEY_CODES],
-  // The read side queries MongoDB on the request's path (the writes never do).
-  read: [...TRANSPORT_CODES, ...KEY_CODES, 'store_unavailable'],
+  // The read side queries MongoDB on the request's path (the writes never do); store_unavailable is among KEY_CODES.
+  read: [...TRANSPORT_CODES, ...KEY_CODES],
   admin: [...TRANSPORT_CODES, ...KEY_CODES],
 };
 /** Codes of the checks of a feedback token (api/middleware/auth.ts, api/write-kinds.ts). */

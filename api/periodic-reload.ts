@@ -15,7 +15,16 @@ export interface PeriodicReload {
   refresh(): Promise<boolean>;
   /** Stops reloading and waits for a load in flight, so that MongoDB can be closed after it. */
   close(): Promise<void>;
+  /**
+   * Whether a load has succeeded since the process started. Until one has, the set is empty
+   * because MongoDB did not answer, not because it is: a lookup that finds nothing then proves
+   * nothing (api/middleware/auth.ts answers 503, not 401).
+   */
+  loaded(): boolean;
 }
+
+/** The pause between two tries of the first load, ms. */
+const FIRST_LOAD_PAUSE_MS = 250;
 
 /**
  * Runs `load` now and every `refreshMs`, one at a time. A failed load keeps the last set (the
@@ -33,6 +42,7 @@ export function createPeriodicReload(options: {
 }): PeriodicReload {
   const { load, refreshMs, logger, what, held } = options;
   let failing = false;
+  let everLoaded = false;
   let inFlight: Promise<boolean> | undefined;
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
@@ -40,6 +50,7 @@ export function createPeriodicReload(options: {
   async function attempt(timeoutMs?: number): Promise<boolean> {
     try {
       const size = await load(timeoutMs);
+      everLoaded = true;
       if (failing) logger.info({ size }, `${what} loaded again`);
       failing = false;
       return true;
@@ -86,9 +97,15 @@ export function createPeriodicReload(options: {
   return {
     refresh: () => refresh(),
     async start(firstLoadTimeoutMs) {
-      await refresh(firstLoadTimeoutMs);
+      // Tried again until the bound: a load that fails at once (the driver's first connection
+      // still being made again, shared/mongo.ts) may succeed a moment later.
+      const deadline = Date.now() + firstLoadTimeoutMs;
+      while (!stopped && !(await refresh(Math.max(1, deadline - Date.now()))) && Date.now() + FIRST_LOAD_PAUSE_MS < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, FIRST_LOAD_PAUSE_MS));
+      }
       schedule();
     },
+    loaded: () => everLoaded,
     async close() {
       stopped = true;
       clearTimeout(timer);

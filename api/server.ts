@@ -83,6 +83,7 @@ export async function startApi(config: Config, logger: Logger): Promise<ApiServe
     registry: datasetStore,
     ids,
     mode: config.datasets,
+    retryAfterSeconds: config.retryAfterSeconds,
     // Only when two defined datasets share a fingerprint (rare); bounded like any MongoDB call here.
     recordDataset: async (recordId) => {
       const doc = await records.findOne({ _id: recordId }, { projection: { feedback_dataset_id: 1 }, timeoutMS: config.mongodbTimeoutMs }).catch(() => null);

@@ -34,7 +34,7 @@ export const ErrorCode = {
   rate_limited: { status: 429, description: 'Per-key rate limit exceeded; see `Retry-After`.', headers: ['Retry-After', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'] },
   internal_error: { status: 500, description: 'A bug: the request was not accepted. Logged with the request id.' },
   queue_unavailable: { status: 503, description: 'Redis is unreachable or did not acknowledge the write in time; nothing was promised.', headers: ['Retry-After'] },
-  store_unavailable: { status: 503, description: 'MongoDB did not answer a read; retry after `Retry-After`.', headers: ['Retry-After'] },
+  store_unavailable: { status: 503, description: 'MongoDB did not answer a read (or has not answered since the API process started, so that the stored API keys or, with `DATASETS=strict`, the dataset definitions are not loaded yet); retry after `Retry-After`.', headers: ['Retry-After'] },
   overloaded: { status: 503, description: 'The backlog is above `BACKLOG_MAX_JOBS`; retry after `Retry-After`.', headers: ['Retry-After'] },
 } as const satisfies Record<string, { status: number; description: string; headers?: readonly ErrorHeader[] }>;
 

@@ -103,7 +103,8 @@ export function createMongo(config: Pick<Config, 'mongodbUri' | 'mongodbDatabase
         if (closed) await client.close();
         return;
       } catch {
-        await new Promise((resolve) => setTimeout(resolve, config.mongodbTimeoutMs).unref());
+        // Soon: the start-up loads (keys, definitions, the order floor) wait for this connection.
+        await new Promise((resolve) => setTimeout(resolve, Math.min(config.mongodbTimeoutMs, 1_000)).unref());
       }
     }
   })();

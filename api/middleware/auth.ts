@@ -13,13 +13,24 @@ export function bearerToken(header: string): string | undefined {
 const INVALID_TOKEN_CHALLENGE = 'Bearer error="invalid_token"';
 
 /**
+ * A token that is no key known so far, while the stored keys could not be loaded yet (MongoDB
+ * has not answered since the process started): it may be a stored key, so the answer is a
+ * retryable 503, never a final 401.
+ */
+function keysNotLoaded(retryAfterSeconds: number): AppError {
+  return new AppError('store_unavailable', 'the stored API keys are not loaded yet (MongoDB has not answered since this process started); retry later', { headers: { 'Retry-After': String(retryAfterSeconds) } });
+}
+
+/**
  * Authenticates `Authorization: Bearer <API key>`, and, on routes given `feedbackTokens`, a
  * browser feedback token instead (`ctx.state.feedbackToken`). The API key is tried first and
  * costs the same as without tokens; only a bearer that is no key and has the JWS shape is
- * verified as a token. Without `feedbackTokens` a token is just an unknown key.
+ * verified as a token. Without `feedbackTokens` a token is just an unknown key. An unknown key
+ * is 401 once every key is loaded, 503 `store_unavailable` before (KeyVerifier `complete`).
  */
-export function authenticate(verifier: KeyVerifier, options: { feedbackTokens?: FeedbackTokens } = {}): ApiMiddleware {
+export function authenticate(verifier: KeyVerifier, options: { feedbackTokens?: FeedbackTokens; retryAfterSeconds?: number } = {}): ApiMiddleware {
   const tokens = options.feedbackTokens;
+  const retryAfterSeconds = options.retryAfterSeconds ?? 1;
   return async (ctx, next) => {
     const token = bearerToken(ctx.get('Authorization'));
     if (token === undefined) {
@@ -32,6 +43,7 @@ export function authenticate(verifier: KeyVerifier, options: { feedbackTokens?: 
       return;
     }
     if (!looksLikeFeedbackToken(token)) {
+      if (verifier.complete?.() === false) throw keysNotLoaded(retryAfterSeconds);
       throw new AppError('invalid_api_key', 'the API key is not known or not active', { headers: { 'WWW-Authenticate': INVALID_TOKEN_CHALLENGE } });
     }
     if (tokens === undefined) {

@@ -201,6 +201,11 @@ describe('API keys in MongoDB: MongoDB unreachable', () => {
     try {
       const res = await fetch(`http://127.0.0.1:${api.port}/feedback-record`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${TEST_KEY.secret}` }, body: JSON.stringify(recordBody()) });
       expect(res.status).to.equal(200);
+      // Any other token may be a stored key that could not be loaded: a retryable 503, not a final 401.
+      const unknown = await fetch(`http://127.0.0.1:${api.port}/feedback-record`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: 'Bearer maybe-a-stored-key' }, body: JSON.stringify(recordBody()) });
+      expect(unknown.status).to.equal(503);
+      expect(unknown.headers.get('retry-after')).to.match(/^\d+$/);
+      expect(((await unknown.json()) as { error: { code: string } }).error.code).to.equal('store_unavailable');
     } finally {
       await api.close();
     }

@@ -240,7 +240,7 @@ describe('GET /openapi.json', () => {
     const response = codesByStatus(operation(doc, '/feedback-response', 'post')['responses'] as Json);
     expect(record.get('400')).to.include.members(['invalid_json', 'validation_failed', 'invalid_header']);
     expect(record.get('401')).to.have.members(['unauthorized', 'invalid_api_key']);
-    expect(record.get('503')).to.have.members(['queue_unavailable', 'overloaded']);
+    expect(record.get('503'), 'store_unavailable: the stored keys not loaded yet').to.have.members(['queue_unavailable', 'overloaded', 'store_unavailable']);
     expect(record.get('404'), 'a record is never looked up by POST /feedback-record').to.have.members(['dataset_not_found']);
     expect(response.get('404')).to.have.members(['record_not_found', 'dataset_not_found']);
     for (const ops of [record, response]) {

@@ -97,7 +97,7 @@ describe('dataset gate (fingerprint collisions)', () => {
   // Two datasets that share a fingerprint: the registry stand-in answers both for any record.
   const a = compileDataset(definition('ds_a', [1, 2]));
   const b = compileDataset(definition('ds_b', [8, 9]));
-  const colliding: DatasetRegistry = { byId: (id) => (id === 'ds_a' ? a : id === 'ds_b' ? b : undefined), byFingerprint: () => [a, b], size: 2 };
+  const colliding: DatasetRegistry = { byId: (id) => (id === 'ds_a' ? a : id === 'ds_b' ? b : undefined), byFingerprint: () => [a, b], size: 2, loaded: () => true };
   const ids: IdMinter = createIdMinter(['unit-test-secret-0123456789']);
   const recordId = ids.newRecordId('ds_a');
 
@@ -116,9 +116,31 @@ describe('dataset gate (fingerprint collisions)', () => {
   });
 
   it('without a collision, no lookup is made', async () => {
-    const single: DatasetRegistry = { byId: () => a, byFingerprint: () => [a], size: 1 };
+    const single: DatasetRegistry = { byId: () => a, byFingerprint: () => [a], size: 1, loaded: () => true };
     const gate = createDatasetGate({ registry: single, ids, mode: 'open', recordDataset: () => Promise.reject(new Error('no lookup expected')) });
     expect(await refusal(gate.checkResponseWrite(recordId, { status: 'submitted', values: { rating: 2 } }))).to.equal(undefined);
     expect(await refusal(gate.checkResponseWrite(recordId, { status: 'submitted', values: { rating: 3 } }))).to.equal('validation_failed');
+  });
+});
+
+describe('dataset gate (definitions not loaded yet)', () => {
+  const ids: IdMinter = createIdMinter(['unit-test-secret-0123456789']);
+  const empty = (loaded: boolean): DatasetRegistry => ({ byId: () => undefined, byFingerprint: () => [], size: 0, loaded: () => loaded });
+  const write = (gate: ReturnType<typeof createDatasetGate>) => refusal(Promise.resolve().then(() => gate.checkRecordWrite('ds_a', { prompt: 'x' }, { status: 'submitted', values: { rating: 1 } })));
+  const response = (gate: ReturnType<typeof createDatasetGate>) => refusal(gate.checkResponseWrite(ids.newRecordId('ds_a'), { status: 'submitted', values: { rating: 1 } }));
+
+  it('strict: 503 store_unavailable while no load has succeeded (the dataset may be defined), 404 dataset_not_found once one has', async () => {
+    const before = createDatasetGate({ registry: empty(false), ids, mode: 'strict', recordDataset: () => Promise.resolve(undefined) });
+    expect(await write(before)).to.equal('store_unavailable');
+    expect(await response(before)).to.equal('store_unavailable');
+    const after = createDatasetGate({ registry: empty(true), ids, mode: 'strict', recordDataset: () => Promise.resolve(undefined) });
+    expect(await write(after)).to.equal('dataset_not_found');
+    expect(await response(after)).to.equal('dataset_not_found');
+  });
+
+  it('open: takes the write either way', async () => {
+    const gate = createDatasetGate({ registry: empty(false), ids, mode: 'open', recordDataset: () => Promise.resolve(undefined) });
+    expect(await write(gate)).to.equal(undefined);
+    expect(await response(gate)).to.equal(undefined);
   });
 });
