@@ -169,7 +169,7 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
   if (deps.corsOrigins !== undefined && deps.corsOrigins.length > 0) {
     app.use(browserCors({ origins: deps.corsOrigins, paths: BROWSER_PATHS, methods: ['POST'] }));
   }
-  app.use(errorHandler({ logger: deps.logger, metrics: deps.metrics }));
+  app.use(errorHandler({ logger: deps.logger, metrics: deps.metrics, retryAfterSeconds: deps.retryAfterSeconds }));
   // The write kinds' routes, ahead of the router (which keeps them for its 405s) and of the 404/405
   // rendering below, which a matched route never needs.
   app.use(exactRoutes('POST', writeRoutes));

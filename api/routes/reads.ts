@@ -1,9 +1,9 @@
 import { Readable } from 'node:stream';
 import { authenticatedKey, type ApiParamsContext, type ApiContext, type ApiMiddleware } from '../state.js';
-import { MongoNetworkError, MongoServerSelectionError } from 'mongodb';
 import * as v from 'valibot';
 import { AppError } from '../../shared/errors.js';
 import { TimeoutError, withTimeout } from '../../shared/process.js';
+import { isStoreDown, storeUnavailable } from '../store-down.js';
 import type { IdMinter } from '../../shared/ids.js';
 import { invalidInput, parseQuery } from '../parse-input.js';
 import type { AuthenticatedKey } from '../key-verifier.js';
@@ -39,8 +39,6 @@ export function requireRead(): ApiMiddleware {
 }
 
 /** Driver errors that mean "MongoDB cannot be reached now" (a failed first connect closes the topology). */
-const STORE_DOWN_ERRORS = new Set(['MongoTopologyClosedError', 'MongoNotConnectedError', 'MongoPoolClearedError', 'MongoOperationTimeoutError']);
-
 /**
  * MongoDB unreachable is the store's moment, not a bug: 503 with Retry-After instead of 500. A
  * `bounded` read (the default) that has no answer within `readTimeoutMs` is 503 too: a server
@@ -49,15 +47,13 @@ const STORE_DOWN_ERRORS = new Set(['MongoTopologyClosedError', 'MongoNotConnecte
  * dataset's pass may take longer. The abandoned read goes on and ends with the driver's timeout.
  */
 export async function fromStore<T>(deps: Pick<ReadRouteDeps, 'retryAfterSeconds' | 'readTimeoutMs'>, read: () => Promise<T>, extent: 'bounded' | 'whole pass' = 'bounded'): Promise<T> {
-  const unavailable = (message: string, cause: unknown) => new AppError('store_unavailable', message, { headers: { 'Retry-After': String(deps.retryAfterSeconds) }, cause });
+  const unavailable = (message: string, cause: unknown) => storeUnavailable(deps.retryAfterSeconds, message, cause);
   try {
     const reading = read();
     return await (extent === 'bounded' && deps.readTimeoutMs !== undefined ? withTimeout(reading, deps.readTimeoutMs, 'MongoDB') : reading);
   } catch (err) {
     if (err instanceof TimeoutError) throw unavailable(`MongoDB did not answer within ${deps.readTimeoutMs} ms (MONGODB_TIMEOUT_MS); retry later`, err);
-    if (err instanceof MongoNetworkError || err instanceof MongoServerSelectionError || STORE_DOWN_ERRORS.has((err as Error).name)) {
-      throw unavailable('MongoDB did not answer; retry later', err);
-    }
+    if (isStoreDown(err)) throw unavailable('MongoDB did not answer; retry later', err);
     throw err;
   }
 }

@@ -211,6 +211,28 @@ describe('API keys in MongoDB: MongoDB unreachable', () => {
     }
   });
 
+  it('admin endpoints answer 503 store_unavailable with Retry-After, not 500, while MongoDB does not answer', async () => {
+    const config = testConfig({ MONGODB_URI: 'mongodb://127.0.0.1:9/nowhere', MONGODB_TIMEOUT_MS: '300', ADMIN_API_KEY_NAMES: TEST_KEY.name });
+    const api = await startApi(config, silentLogger);
+    try {
+      const headers = { 'Content-Type': 'application/json', Authorization: `Bearer ${TEST_KEY.secret}` };
+      for (const [method, path, body] of [
+        ['GET', '/admin/webhooks', undefined],
+        ['POST', '/admin/webhooks', { url: 'https://example.com/hook', events: ['record.created'] }],
+        ['GET', '/admin/webhooks/wh_x/deliveries', undefined],
+        ['DELETE', '/admin/webhooks/wh_x', undefined],
+        ['GET', '/datasets', undefined],
+      ] as const) {
+        const res = await fetch(`http://127.0.0.1:${api.port}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+        expect(res.status, `${method} ${path}`).to.equal(503);
+        expect(res.headers.get('retry-after'), `${method} ${path}`).to.match(/^\d+$/);
+        expect(((await res.json()) as { error: { code: string } }).error.code, `${method} ${path}`).to.equal('store_unavailable');
+      }
+    } finally {
+      await api.close();
+    }
+  });
+
   it('the key store keeps the last loaded keys while MongoDB is down, and reloads when it is back', async () => {
     const ferret = await startFerretDb();
     const mongo = createMongo(loadConfig({ MONGODB_URI: `${ferret.url}/keys`, MONGODB_TIMEOUT_MS: '500' }));
