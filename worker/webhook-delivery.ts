@@ -74,6 +74,9 @@ export interface DeliveryProcessor {
   onFinalFailure(job: Job<DeliveryJobData>, err: Error): Promise<void>;
 }
 
+/** How long a delivery process trusts what it read of an endpoint's existence, ms: a deleted endpoint gets no POST started later than this after its DELETE. */
+export const ENDPOINT_CHECK_MS = 250;
+
 /** Runs at most `n` of the functions given at once (the POSTs of every delivery job of a process). */
 export function createSendLimit(n: number): <T>(fn: () => Promise<T>) => Promise<T> {
   let running = 0;
@@ -118,6 +121,18 @@ export function createDeliveryProcessor(options: {
     return { mine: found.filter((d) => (d.status === 'pending' && leased.has(d.key)) || (d.status === 'queued' && d.claim === claim)), leased };
   }
 
+  /** Per endpoint, when its existence was last read and what was read (a read failing: taken as existing). */
+  const existence = new Map<string, { readonly at: number; readonly exists: Promise<boolean> }>();
+  function endpointExists(id: string): Promise<boolean> {
+    const now = Date.now();
+    const held = existence.get(id);
+    if (held !== undefined && now - held.at < ENDPOINT_CHECK_MS) return held.exists;
+    const exists = endpoints.findOne({ _id: id }, { projection: { _id: 1 } }).then((doc) => doc !== null, () => true);
+    existence.set(id, { at: now, exists });
+    if (existence.size > 1_000) existence.clear();
+    return exists;
+  }
+
   return {
     async process(job) {
       const { endpoint_id: endpointId, claim, deliveries } = job.data;
@@ -146,12 +161,20 @@ export function createDeliveryProcessor(options: {
       const superseded = mine.filter((doc) => delivered.some((d) => d.key === doc.key && isLater(d, doc) && supersedes(d, doc)));
       const toSend = mine.filter((doc) => !superseded.includes(doc));
       const attempts = job.attemptsMade + 1;
-      const outcomes = await Promise.all(
+      // Each POST, when its turn comes, only while the endpoint exists: a DELETE stops this
+      // process's sends within ENDPOINT_CHECK_MS, not once the deliveries it already read are sent.
+      const sent = await Promise.all(
         toSend.map(async (doc) => ({
           doc,
-          outcome: await options.limit(() => sendWebhook({ url: endpoint.url, secret: endpoint.secret }, { id: doc.event_id, timestamp: new Date(), body: doc.body }, { ...options.policy, timeoutMs: options.timeoutMs })),
+          outcome: await options.limit(async () => ((await endpointExists(endpointId)) ? sendWebhook({ url: endpoint.url, secret: endpoint.secret }, { id: doc.event_id, timestamp: new Date(), body: doc.body }, { ...options.policy, timeoutMs: options.timeoutMs }) : undefined)),
         })),
       );
+      if (sent.some((s) => s.outcome === undefined)) {
+        // Deleted meanwhile: its outbox is gone with it; nothing to record, nothing to retry.
+        await release(new Set());
+        return none;
+      }
+      const outcomes = sent as { doc: DeliveryDoc; outcome: NonNullable<(typeof sent)[number]['outcome']> }[];
       const now = new Date();
       // Only these documents, still as read: this job holds their records' leases (or, an earlier release's, their claim).
       // One updateOne per delivery: DocumentDB runs an updateMany on `_id: {$in}` as a scan of the

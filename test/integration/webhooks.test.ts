@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { Webhook } from 'standardwebhooks';
 import * as v from 'valibot';
@@ -318,6 +320,33 @@ describe('webhooks: deliveries that fail for good', function () {
       expect(deduped(receiver).map((e) => e.type)).to.deep.equal(['record.created', 'response.created', 'response.updated']);
     } finally {
       await receiver.close();
+    }
+  });
+  it('DELETE stops the deliveries: no more than the POSTs in flight, and those started within ENDPOINT_CHECK_MS, arrive after its 200', async () => {
+    // A slow endpoint (200 ms an answer), so that deliveries queue behind WEBHOOK_CONCURRENCY (8) in flight.
+    const arrivals: number[] = [];
+    const server = createServer((req, res) => {
+      arrivals.push(Date.now());
+      req.resume();
+      req.on('end', () => setTimeout(() => res.writeHead(200).end('ok'), 200));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { id } = await subscribeTo(stack, `http://127.0.0.1:${(server.address() as AddressInfo).port}/slow`, ['ds_delete'], ['record.created']);
+      for (let i = 0; i < 300; i += 50) {
+        const answers = await Promise.all(Array.from({ length: 50 }, (_, k) => stack.post('/feedback-record', record('ds_delete', i + k))));
+        expect(answers.map((a) => a.status)).to.deep.equal(Array(50).fill(200));
+      }
+      await eventually(async () => (arrivals.length >= 20 ? true : undefined), 60_000, 'deliveries flowing');
+      const deleted = await adminRequest(stack, `/admin/webhooks/${id}`, 'DELETE');
+      expect(deleted.status).to.equal(200);
+      const atDelete = arrivals.length;
+      // Until no delivery arrived for 1.5 s (bounded).
+      await eventually(async () => (Date.now() - (arrivals.at(-1) ?? 0) > 1_500 ? true : undefined), 60_000, 'deliveries stopped');
+      expect(arrivals.length - atDelete, `${arrivals.length} deliveries in all, ${atDelete} before the DELETE`).to.be.at.most(3 * 8);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   });
 });
