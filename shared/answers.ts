@@ -1,5 +1,5 @@
 import * as v from 'valibot';
-import { ErrorDetail, type ErrorCode } from './errors.js';
+import { ErrorCode, ErrorDetail } from './errors.js';
 import { ResponseStatus } from './schemas.js';
 import { AGREEMENT_LEVELS } from './agreement.js';
 import { CompletionRule } from './dataset-definition.js';
@@ -31,6 +31,10 @@ export type WriteAnswer = AcceptedBody | SuggestionAcceptedBody;
 export const BATCH_ITEM_CODES = ['validation_failed', 'forbidden', 'record_not_found', 'dataset_not_found', 'payload_too_large'] as const satisfies readonly ErrorCode[];
 export type BatchItemCode = (typeof BATCH_ITEM_CODES)[number];
 
+/** The statuses of those refusals, as the single calls answer them (for the description). */
+const ITEM_STATUSES = [...new Set(BATCH_ITEM_CODES.map((code) => ErrorCode[code].status))].sort((a, b) => a - b);
+const ITEM_STATUS_TEXT = `${ITEM_STATUSES.slice(0, -1).join(', ')} or ${ITEM_STATUSES.at(-1)}`;
+
 const ItemIndex = v.pipe(v.number(), v.integer(), v.minValue(0), v.description('The index of the item in the request.'));
 
 /** One batch item's outcome, at its place in the answer: `status` is what a single call would have answered. */
@@ -38,7 +42,7 @@ const BatchItemResult = v.union([
   v.object({ index: ItemIndex, status: v.literal(200), result: v.union([AcceptedBody, SuggestionAcceptedBody]) }),
   v.object({
     index: ItemIndex,
-    status: v.pipe(v.number(), v.integer(), v.description('The HTTP status a single call would have had: 400, 403 or 404.')),
+    status: v.pipe(v.number(), v.integer(), v.description(`The HTTP status a single call would have had: ${ITEM_STATUS_TEXT}.`)),
     error: v.object({ code: v.picklist(BATCH_ITEM_CODES), message: v.string(), details: v.exactOptional(v.array(ErrorDetail)) }),
   }),
 ]);
