@@ -115,7 +115,7 @@ export function createWritePipeline(deps: WritePipelineDeps): WritePipeline {
   async function acceptItems(ctx: ApiContext, wc: WriteContext, items: readonly unknown[], seed: string | undefined, maxItemBytes: number): Promise<BatchBody> {
     const results: BatchItemResult[] = [];
     const recordIds = new Map<number, string>();
-    const queued: Promise<EnqueueReceipt>[] = [];
+    const accepted: { built: BuiltWrite; bytes: number }[] = [];
     for (const [index, item] of items.entries()) {
       let built: BuiltWrite;
       // What the single call would have read: a batch is not a way around BODY_LIMIT_BYTES (nor,
@@ -134,10 +134,13 @@ export function createWritePipeline(deps: WritePipelineDeps): WritePipeline {
         continue;
       }
       if (built.write.kind === 'record') recordIds.set(index, built.answer.feedback_record_id);
-      // Submitted in item order: the enqueuer mints the acceptance order at submit.
-      queued.push(enqueue(ctx, built, itemBytes));
+      accepted.push({ built, bytes: itemBytes });
       results.push({ index, status: 200, result: built.answer });
     }
+    // Every item checked first, then all submitted at once, in item order (the enqueuer mints the
+    // acceptance order at submit): checking thousands of items takes the event loop for a while,
+    // and a write must not spend its ENQUEUE_TIMEOUT_MS waiting for its own call's checks.
+    const queued = accepted.map(({ built, bytes }) => enqueue(ctx, built, bytes));
     const outcomes = await Promise.allSettled(queued);
     const failures = outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected');
     if (failures.length > 0) {

@@ -74,7 +74,7 @@ const SETTINGS = {
   batchMaxItems: int('BATCH_MAX_ITEMS', { default: 200, min: 1, max: 4000, unit: 'writes' }, 'Most writes one queued job carries.'),
   batchMaxBytes: int('BATCH_MAX_BYTES', { default: 4 * MiB, min: 1024, max: 256 * MiB, unit: 'bytes' }, "A job closes once its writes' bodies reach this; a larger single write travels alone."),
   batchMaxInFlight: int('BATCH_MAX_IN_FLIGHT', { default: 4, min: 1, max: 64, unit: 'jobs' }, 'Jobs being added at once per API process; more requests wait and join the next job.'),
-  enqueueTimeoutMs: int('ENQUEUE_TIMEOUT_MS', { default: 1000, min: 10, max: 60_000, unit: 'ms' }, "Longest wait for Redis's acknowledgement of a job before 503 `queue_unavailable`."),
+  enqueueTimeoutMs: int('ENQUEUE_TIMEOUT_MS', { default: 1000, min: 10, max: 60_000, unit: 'ms' }, "Longest wait for Redis's acknowledgement of a job before 503 `queue_unavailable`. A write waiting behind others for a job (a large batch call) waits as long as Redis keeps acknowledging jobs, and fails when none was acknowledged for this long."),
   enqueueMaxPendingWrites: int('ENQUEUE_MAX_PENDING_WRITES', { default: 20_000, min: 1, max: 10_000_000, unit: 'writes' }, 'Writes waiting in one API process for a job; above it new writes get 503 `overloaded`.'),
   enqueueMaxPendingBytes: int('ENQUEUE_MAX_PENDING_BYTES', { default: 64 * MiB, min: 1024, max: 4 * 1024 * MiB, unit: 'bytes' }, 'Body bytes waiting in one API process for a job; above it new writes get 503 `overloaded`.'),
   backlogMaxJobs: int('BACKLOG_MAX_JOBS', { default: 20_000, min: 1, max: 100_000_000, unit: 'jobs' }, 'Waiting + delayed + prioritized jobs above which writes get 503 `overloaded`.'),

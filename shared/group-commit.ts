@@ -21,7 +21,11 @@ interface GroupCommitOptions<T, R> {
 interface GroupCommit<T, R> {
   /**
    * Queues `item` for the next batch. With `deadline` (ms since the epoch), an item still waiting
-   * for a batch then is taken out and rejected with `expired()`: it was never committed.
+   * for a batch then is taken out and rejected with `expired()`: it was never committed. While
+   * commits keep succeeding the wait goes on: an item expires only once its window (`deadline`
+   * less the time of its submit) has passed with no commit done, so that a wait behind other
+   * items (a large batch call) that the committer is working through is no failure, and a
+   * committer that stopped answering still fails every waiting item within its window.
    */
   submit(item: T, options?: { readonly deadline?: number; readonly expired?: () => Error }): Promise<R>;
   /** Items and weight waiting for a batch (not those being committed). */
@@ -40,6 +44,8 @@ interface Waiting<T, R> {
   readonly item: T;
   readonly weight: number;
   readonly deadline: number;
+  /** How long it may wait with no commit done, ms (`deadline` less its submit time). */
+  readonly window: number;
   readonly expired: (() => Error) | undefined;
   readonly resolve: (result: R) => void;
   readonly reject: (err: unknown) => void;
@@ -54,6 +60,10 @@ export function createGroupCommit<T, R>(options: GroupCommitOptions<T, R>): Grou
   let head = 0;
   let waitingWeight = 0;
   let inFlight = 0;
+  /** When a commit last succeeded (ms since the epoch). */
+  let progressAt = 0;
+  /** When `w` expires: its deadline, or its window after the last commit done, whichever is later. */
+  const expiresAt = (w: Waiting<T, R>) => Math.max(w.deadline, progressAt + w.window);
   let scheduled = false;
   let expiryTimer: NodeJS.Timeout | undefined;
   const idle: (() => void)[] = [];
@@ -90,6 +100,7 @@ export function createGroupCommit<T, R>(options: GroupCommitOptions<T, R>): Grou
       .then(
         (out) => {
           if (out.length !== batch.length) throw new Error(`group commit returned ${out.length} results for ${batch.length} items`);
+          progressAt = Date.now();
           batch.forEach((w, i) => w.resolve(out[i]!));
         },
         (err: unknown) => {
@@ -112,10 +123,10 @@ export function createGroupCommit<T, R>(options: GroupCommitOptions<T, R>): Grou
     while (waitingCount() > 0 && inFlight < maxInFlight) run(take());
   }
 
-  /** Rejects the items at the head whose deadline has passed (the queue is in deadline order). */
+  /** Rejects the items at the head that have expired (the queue is in deadline order, and windows are alike). */
   function expire(): void {
     const now = Date.now();
-    while (head < queue.length && queue[head]!.deadline <= now) {
+    while (head < queue.length && expiresAt(queue[head]!) <= now) {
       const w = queue[head++]!;
       waitingWeight -= w.weight;
       w.reject(w.expired?.() ?? new Error('expired before it was committed'));
@@ -133,7 +144,7 @@ export function createGroupCommit<T, R>(options: GroupCommitOptions<T, R>): Grou
     expiryTimer = undefined;
     const first = queue[head];
     if (first === undefined || !Number.isFinite(first.deadline)) return;
-    expiryTimer = setTimeout(expire, Math.max(0, first.deadline - Date.now()));
+    expiryTimer = setTimeout(expire, Math.max(0, expiresAt(first) - Date.now()));
     expiryTimer.unref();
   }
 
@@ -149,10 +160,11 @@ export function createGroupCommit<T, R>(options: GroupCommitOptions<T, R>): Grou
       return new Promise<R>((resolve, reject) => {
         const weight = weigh(item);
         const deadline = opts.deadline ?? Number.POSITIVE_INFINITY;
+        const window = Math.max(0, deadline - Date.now());
         const last = queue[queue.length - 1];
         // Keep the queue in deadline order so that expiry only ever looks at the head.
         const ordered = last === undefined || last.deadline <= deadline ? deadline : last.deadline;
-        queue.push({ item, weight, deadline: ordered, expired: opts.expired, resolve, reject });
+        queue.push({ item, weight, deadline: ordered, window, expired: opts.expired, resolve, reject });
         waitingWeight += weight;
         if (waitingCount() === 1) armExpiry();
         schedule();

@@ -4,6 +4,7 @@ import { createApiKeyAdmin } from '../../shared/api-keys.js';
 import { sharedServices } from '../helpers/root-hooks.js';
 import { OTHER_KEY, testConfig } from '../helpers/env.js';
 import { startRedis, type ManagedServer } from '../../devkit/servers.js';
+import { startDelayProxy, type DelayProxy } from '../helpers/delay-proxy.js';
 import { eventually, recordBody, records, responses, startStack, type HttpResult, type Stack } from '../helpers/stack.js';
 
 /*
@@ -248,5 +249,31 @@ describe('POST /feedback-batch with Redis down', () => {
     expect(down.headers.get('retry-after')).to.match(/^\d+$/);
     await redis.start();
     await eventually(async () => ((await stack.post('/feedback-batch', body)).status === 207 ? true : undefined), 20_000, 'a 207 after Redis came back');
+  });
+});
+
+describe('POST /feedback-batch of many items', () => {
+  let stack: Stack;
+  let proxy: DelayProxy;
+  before(async () => {
+    // Redis 20 ms away (every chunk held 20 ms, in order) and one job in flight: each job is
+    // acknowledged within a fraction of ENQUEUE_TIMEOUT_MS, the call's 30 jobs of 200 writes take
+    // about three times it in all.
+    const redisUrl = new URL(sharedServices().redisUrl);
+    proxy = await startDelayProxy(Number(redisUrl.port), 20, () => 1);
+    redisUrl.port = String(proxy.port);
+    stack = await startStack(testConfig({ BATCH_REQUEST_MAX_ITEMS: '6000', BATCH_REQUEST_MAX_BYTES: String(8 * 1024 * 1024), BATCH_MAX_IN_FLIGHT: '1', ENQUEUE_TIMEOUT_MS: '600' }, { redisUrl: redisUrl.toString(), mongoUrl: sharedServices().mongoUrl }), { worker: false });
+  });
+  after(async () => {
+    await stack?.close();
+    await proxy?.close();
+  });
+
+  it('a call within the limits is 207 with every item accepted, however long its items wait for a job while Redis acknowledges the others', async () => {
+    const items = Array.from({ length: 6000 }, (_, i) => tagged('many', `m${i}`));
+    const res: HttpResult = await stack.post('/feedback-batch', batch(items));
+    expect(res.status, res.text.slice(0, 300)).to.equal(207);
+    expect(res.body.accepted).to.equal(6000);
+    expect(res.body.rejected).to.equal(0);
   });
 });

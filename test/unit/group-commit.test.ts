@@ -71,4 +71,24 @@ describe('group commit', () => {
     expect(gc.waiting().items).to.equal(0);
     expect(await Promise.all(all)).to.deep.equal([1, 2, 3, 4, 5]);
   });
+  it('keeps an item waiting past its deadline while commits go on succeeding, and expires it once none has for its window', async () => {
+    // A committer that takes 20 ms a batch of 1: the last of 40 items waits ~800 ms, four times its 200 ms window.
+    const gc = createGroupCommit<number, number>({ maxItems: 1, maxInFlight: 1, commit: async (b) => (await new Promise((r) => setTimeout(r, 20)), b) });
+    const started = Date.now();
+    const all = Array.from({ length: 40 }, (_, n) => gc.submit(n, { deadline: Date.now() + 200, expired: () => new Error('expired') }));
+    expect(await Promise.all(all)).to.deep.equal(Array.from({ length: 40 }, (_, n) => n));
+    expect(Date.now() - started, 'the last ones waited past their deadline').to.be.above(200);
+
+    // A committer that stopped answering: what waits behind its batch expires within its window.
+    let release!: () => void;
+    const stuck = createGroupCommit<number, number>({ maxItems: 1, maxInFlight: 1, commit: async (b) => (await new Promise<void>((r) => (release = r)), b) });
+    const blocker = stuck.submit(1);
+    await new Promise((r) => setImmediate(r));
+    const stuckAt = Date.now();
+    const waiting = await stuck.submit(2, { deadline: Date.now() + 40, expired: () => new Error('expired') }).then(() => 'committed', (e: Error) => e.message);
+    expect(waiting).to.equal('expired');
+    expect(Date.now() - stuckAt).to.be.below(2_000);
+    release();
+    await blocker;
+  });
 });
