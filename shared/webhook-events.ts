@@ -11,8 +11,8 @@ import { RecordView, ResponseView } from './answers.js';
 export const WEBHOOK_EVENT_TYPES = ['record.created', 'response.created', 'response.updated', 'response.erased', 'record.completed'] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
-/** `data` of `record.created`: the record as `GET /feedback-record/{id}` shows it, without responses (each has its own event). */
-export const RecordEventData = v.omit(RecordView, ['responses']);
+/** `data` of `record.created`: the record as `GET /feedback-record/{id}` shows it, without responses (each has its own event) and without suggestions (which have none). */
+export const RecordEventData = v.omit(RecordView, ['responses', 'suggestions']);
 /** `data` of `response.created` / `response.updated`: the response as the read API shows it, with its record and dataset. */
 export const ResponseEventData = v.object({ feedback_record_id: v.string(), feedback_dataset_id: v.string(), ...ResponseView.entries });
 /** `data` of `response.erased`: which response is gone (never its values). */
