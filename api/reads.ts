@@ -184,30 +184,31 @@ export function createRecordReader(options: RecordReaderOptions): RecordReader {
     },
 
     async *exportDataset(datasetId, filters = NO_FILTERS) {
-      // No sort: the store would sort the whole dataset first. One cursor reads one pass over the
-      // dataset's records; response-level filters are checked on each batch's responses, which
-      // the export fetches anyway.
+      // Keyset pages in (created_at, _id) order, as the listing reads them: both are fixed when a
+      // record is stored, so a record whose status changes while the export runs (a completion
+      // rule's recount moves it in the status index, and on the stand-in to a new row) is neither
+      // repeated nor skipped. One cursor over the dataset did not promise that (MongoDB returns a
+      // document again when it moves in the index the cursor scans). Each page is one query served
+      // by an index in this order; response-level filters are checked on each page's responses,
+      // which the export fetches anyway.
       const conditions: Filter<RecordDoc>[] = [{ feedback_dataset_id: datasetId }, ...recordConditions(filters)];
-      const cursor = records.find(conditions.length === 1 ? conditions[0]! : { $and: conditions }, { batchSize: EXPORT_BATCH_RECORDS });
-      try {
-        let batch: RecordDoc[] = [];
-        for (;;) {
-          const doc = await cursor.next();
-          if (doc !== null) batch.push(doc);
-          // Flush when the driver's batch is used up (the next record needs a getMore) or at the end.
-          if (batch.length > 0 && (doc === null || cursor.bufferedCount() === 0 || batch.length >= EXPORT_BATCH_RECORDS)) {
-            const ids = batch.map((d) => d._id);
-            const [byRecord, suggested] = await Promise.all([responsesOf(ids), suggestionsOf(suggestions, ids)]);
-            for (const record of batch) {
-              const list = byRecord.get(record._id);
-              if (responsesMatch(filters, list)) yield `${JSON.stringify(recordView(record, list, suggested.get(record._id)))}\n`;
-            }
-            batch = [];
-          }
-          if (doc === null) return;
+      let after: Position | undefined;
+      for (;;) {
+        const all = after === undefined ? conditions : [...conditions, keysetAfter(after, 1)];
+        const page = await records
+          .find(all.length === 1 ? all[0]! : { $and: all }, { batchSize: EXPORT_BATCH_RECORDS })
+          .sort({ created_at: 1, _id: 1 })
+          .limit(EXPORT_BATCH_RECORDS)
+          .toArray();
+        if (page.length === 0) return;
+        const ids = page.map((d) => d._id);
+        const [byRecord, suggested] = await Promise.all([responsesOf(ids), suggestionsOf(suggestions, ids)]);
+        for (const record of page) {
+          const list = byRecord.get(record._id);
+          if (responsesMatch(filters, list)) yield `${JSON.stringify(recordView(record, list, suggested.get(record._id)))}\n`;
         }
-      } finally {
-        await cursor.close();
+        if (page.length < EXPORT_BATCH_RECORDS) return;
+        after = positionOf(page[page.length - 1]!);
       }
     },
   };
