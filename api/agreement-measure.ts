@@ -50,8 +50,14 @@ function alphaAt(matrix: CoincidenceMatrix, level: AgreementLevel): number | nul
   }
 }
 
-function stringList(stored: unknown): ReadonlySet<string> | undefined {
-  return Array.isArray(stored) && stored.every((x) => typeof x === 'string') ? new Set(stored as string[]) : undefined;
+/**
+ * A stored `multi_label` value as the set it chose, when it fits the question's options now: a
+ * list with a string that is no option (one removed since, or never one) is left out and counted
+ * in `excluded_values`, like any value outside a question's scale, not read as choosing nothing.
+ */
+function optionList(options: readonly string[]): (stored: unknown) => ReadonlySet<string> | undefined {
+  const known = new Set(options);
+  return (stored) => (Array.isArray(stored) && stored.every((x) => typeof x === 'string' && known.has(x)) ? new Set(stored as string[]) : undefined);
 }
 
 interface MeasureOptions {
@@ -85,8 +91,9 @@ export async function measureAgreement(question: string, scale: AgreementScale, 
     if (scale.kind === 'multi_label') {
       const pooled = createCoincidenceMatrix();
       const byOption = new Map(scale.options.map((option) => [option, createCoincidenceMatrix()]));
+      const fits = optionList(scale.options);
       for await (const unit of units) {
-        const { values, users } = fitting(unit, tally, stringList);
+        const { values, users } = fitting(unit, tally, fits);
         if (!pairable(tally, users)) continue;
         for (const [option, matrix] of byOption) {
           const chosen = values.map((set) => set.has(option));
@@ -107,8 +114,16 @@ export async function measureAgreement(question: string, scale: AgreementScale, 
     // all of them, paired or not, so that a question nobody answered twice keeps its type.
     let numbersOnly = true;
     let anyValue = false;
+    /** A list or an object among the values of a question without a definition. */
+    let structured = false;
+    const toScale = scale.defined
+      ? scale.toScale
+      : (stored: unknown) => {
+          if (stored !== null && typeof stored === 'object') structured = true;
+          return scale.toScale(stored);
+        };
     for await (const unit of units) {
-      const { values, users } = fitting<ScaleValue>(unit, tally, scale.toScale);
+      const { values, users } = fitting<ScaleValue>(unit, tally, toScale);
       for (const x of values) {
         anyValue = true;
         if (typeof x !== 'number') numbersOnly = false;
@@ -118,7 +133,9 @@ export async function measureAgreement(question: string, scale: AgreementScale, 
     if (!scale.defined && tally.seen === 0 && !(await (options.answered?.() ?? false))) {
       throw new AppError('question_not_found', `no submitted response of this dataset answers ${JSON.stringify(question)} (the dataset has no definition, so only its answers show which questions exist)`);
     }
-    if (!scale.defined && tally.seen > 0 && tally.excluded === tally.seen) {
+    // Any list or object among them: the question is not one of single values, and alpha over
+    // the others alone would be a measure of part of its answers.
+    if (structured) {
       throw invalidInput('query.question', `has values that are not strings, numbers or booleans (lists or objects): agreement on them needs a dataset definition that gives ${JSON.stringify(question)} a type (multi_label for lists)`);
     }
     const level = scale.level ?? (anyValue && numbersOnly ? 'interval' : 'nominal');

@@ -120,6 +120,23 @@ describe('agreement of a question (api/agreement-scale.ts, api/agreement-measure
     }
     const listsAtNominal = await refusal(() => measureAgreement('q', agreementScale(undefined, 'q', 'nominal'), stream(unitsFrom([[['a'], ['b']]]))));
     expect(listsAtNominal.details?.[0]?.path).to.equal('query.question');
+    // Some lists or objects among numbers: refused too, not measured over the numbers alone.
+    const someLists = await refusal(() => measureAgreement('q', agreementScale(undefined, 'q', undefined), stream(unitsFrom([[1, 3, 4], [2, 3, [4]], [[1, 2], { x: 1 }, 4]]))));
+    expect(someLists.code).to.equal('validation_failed');
+    expect(someLists.details?.[0]?.path).to.equal('query.question');
+    // A stored null is no list: left out as before.
+    const withNull = await measureAgreement('q', agreementScale(undefined, 'q', undefined), stream([{ recordId: 'r', values: [{ userId: 'a', value: 1 }, { userId: 'b', value: 1 }, { userId: 'c', value: null }] }]));
+    expect(withNull).to.include({ level: 'interval', excluded_values: 1 });
+  });
+
+  it('multi_label: a stored list with a string that is no option now (an option removed) is left out and counted, not read as choosing nothing', async () => {
+    const units = unitsFrom([
+      [['rude'], ['slow'], ['rude']],
+      [['rude'], ['gone'], ['rude']],
+    ]);
+    const answer = await measureAgreement('tags', agreementScale(DEFINITION, 'tags', undefined), stream(units));
+    // Record 1 keeps one value: not pairable.
+    expect(answer).to.include({ units: 2, pairable_values: 4, excluded_values: 1 });
   });
 
   it('ratio on a rating with negative values is refused; levels a type does not allow are refused', async () => {
