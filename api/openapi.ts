@@ -148,7 +148,7 @@ const paths = (batchRequestMaxItems: number, batchBody: v.GenericSchema): Paths 
       summary: 'How far along the dataset is: records by completion status, responses by status, per annotator',
       description:
         'Read scope for the dataset (or admin). `records.pending`/`completed` follow the definition\'s `completion` rule (the worker keeps each record\'s `status`); ' +
-        'a dataset without a rule has none of either. Counted on each call from indexes: see docs/annotation.md for the cost on a large dataset.',
+        'a dataset that never had a rule has none of either; after a rule is removed, records keep the status they had (`completion` is then null). Counted on each call from indexes: see docs/annotation.md for the cost on a large dataset.',
       access: 'read',
       path: READ_DATASET_ID,
       codes: ['validation_failed'],
