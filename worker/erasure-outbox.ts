@@ -27,18 +27,30 @@ const RESPONSE_DATA_EVENTS: readonly WebhookEventType[] = ['response.created', '
 const RECORD_DATA_EVENTS: readonly WebhookEventType[] = ['record.created', 'record.completed'];
 
 export interface OutboxEraser {
-  /** Deletes the events of these responses, and the `record.completed` of their records (which hold them). */
+  /** Deletes the events of these responses' versions below their erasure's order, and the `record.completed` of their records (which may hold them). */
   responses(removed: readonly ErasedResponse[]): Promise<void>;
   /** Deletes the events that carry these records' fields. */
   records(recordIds: readonly string[]): Promise<void>;
 }
 
-/** Events of these subjects (resp. records) and types. */
-type EventMatch = { readonly subjects?: ReadonlySet<string>; readonly records?: ReadonlySet<string>; readonly types: readonly WebhookEventType[] };
+/**
+ * Events of these subjects (resp. records) and types; with `below`, only those of an order under
+ * it (per subject).
+ */
+type EventMatch = { readonly subjects?: ReadonlySet<string>; readonly below?: ReadonlyMap<string, number>; readonly records?: ReadonlySet<string>; readonly types: readonly WebhookEventType[] };
 
-const matches = (m: EventMatch, e: Pick<BatchLine, 'subject' | 'key' | 'type'>) => m.types.includes(e.type) && (m.subjects?.has(e.subject) === true || m.records?.has(e.key) === true);
+const matches = (m: EventMatch, e: Pick<BatchLine, 'subject' | 'key' | 'type' | 'seq'>) =>
+  m.types.includes(e.type) && ((m.subjects?.has(e.subject) === true && e.seq < (m.below?.get(e.subject) ?? Infinity)) || m.records?.has(e.key) === true);
 function filterOf(m: EventMatch) {
-  return { event_type: { $in: [...m.types] }, ...(m.subjects === undefined ? { key: { $in: [...m.records!] } } : { subject_id: { $in: [...m.subjects] } }) };
+  if (m.subjects === undefined) return { event_type: { $in: [...m.types] }, key: { $in: [...m.records!] } };
+  if (m.below === undefined) return { event_type: { $in: [...m.types] }, subject_id: { $in: [...m.subjects] } };
+  // One branch per bound (an erasure's order: usually one for all).
+  const byBound = new Map<number, string[]>();
+  for (const subject of m.subjects) {
+    const bound = m.below.get(subject) ?? Infinity;
+    byBound.set(bound, [...(byBound.get(bound) ?? []), subject]);
+  }
+  return { $or: [...byBound].map(([bound, subjects]) => ({ event_type: { $in: [...m.types] }, subject_id: { $in: subjects }, ...(Number.isFinite(bound) ? { seq: { $lt: bound } } : {}) })) };
 }
 
 export function createOutboxEraser(db: Db, lock: FanOutLock): OutboxEraser {
@@ -77,10 +89,14 @@ export function createOutboxEraser(db: Db, lock: FanOutLock): OutboxEraser {
   return {
     async responses(removed) {
       if (removed.length === 0) return;
-      const responseIds = [...new Set(removed.map(({ doc }) => doc._id))];
+      // A response's versions below its erasure's order: a version accepted after the erasure is
+      // kept, and so are its events (its job may have stored it, and appended them, while the
+      // erasure was removing the older one, which then is not removed at all).
+      const below = new Map<string, number>();
+      for (const { doc, erasure } of removed) below.set(doc._id, Math.max(below.get(doc._id) ?? 0, erasure.seq));
       const recordIds = [...new Set(removed.map(({ doc }) => doc.feedback_record_id))];
       await erase([
-        { subjects: new Set(responseIds), types: RESPONSE_DATA_EVENTS },
+        { subjects: new Set(below.keys()), below, types: RESPONSE_DATA_EVENTS },
         { records: new Set(recordIds), types: ['record.completed'] },
       ]);
     },

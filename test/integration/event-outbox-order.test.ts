@@ -6,11 +6,13 @@ import { createWebhookAdmin } from '../../shared/webhook-admin.js';
 import type { WebhookEndpointDoc } from '../../shared/webhook-admin.js';
 import { batchLines, type BatchDoc, type DeliveryDoc } from '../../shared/webhook-outbox.js';
 import type { RecordWrite } from '../../shared/writes.js';
+import type { ResponseDoc } from '../../shared/documents.js';
 import type { SequencedWrite } from '../../worker/documents.js';
 import { decodeBatch } from '../../worker/batch-lines.js';
 import type { StoredEvent } from '../../shared/webhook-events.js';
 import { BATCH_EVENTS, createEventOutbox } from '../../worker/event-outbox.js';
 import { createOutboxEraser } from '../../worker/erasure-outbox.js';
+import { responseEvent } from '../../worker/stored-events.js';
 import type { ErasedResponse } from '../../worker/erasure-guard.js';
 import { createFanOutLock, type FanOutLock } from '../../worker/fan-out-lock.js';
 import { ensureIndexes } from '../../worker/indexes.js';
@@ -167,7 +169,7 @@ describe('webhook outbox: a round\'s events become visible in order', () => {
     const fanOut = createWebhookFanOut({ db: holdingCall(db, COLLECTIONS.webhookOutbox, 'insertMany', 1, g.onHeld, g.released), lock, logger: silentLogger });
     const moving = fanOut.move(ENDPOINT._id, 10);
     await g.held;
-    const erased = { doc: { _id: 'resp_e', feedback_record_id: 'rec_e' }, erasure: {} } as unknown as ErasedResponse;
+    const erased = { doc: { _id: 'resp_e', feedback_record_id: 'rec_e' }, erasure: { seq: Number.MAX_SAFE_INTEGER } } as unknown as ErasedResponse;
     const erasing = createOutboxEraser(db, lock).responses([erased]);
     // The eraser waits for the fan-out's lock; let the copy finish a moment later.
     await new Promise((r) => setTimeout(r, 300));
@@ -176,6 +178,30 @@ describe('webhook outbox: a round\'s events become visible in order', () => {
     const outbox = await db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox).find({}).toArray();
     const batched = (await db.collection<BatchDoc>(COLLECTIONS.webhookBatches).find({}).toArray()).flatMap(decodeBatch);
     expect([...outbox, ...batched].map((e) => e.event_type), 'only the record\'s own event is left').to.deep.equal(['record.created']);
+  });
+
+  it('an erasure takes the events of the versions below its order only: a version accepted after it, stored while the older one was being removed, keeps its event', async () => {
+    const outbox = createEventOutbox({ db, subscriptions: ONE_ENDPOINT, logger: silentLogger });
+    const doc = (seq: number, values: Record<string, unknown>) => ({ _id: 'rsp_kept', feedback_record_id: 'rec_kept', feedback_dataset_id: 'ds_kept', user_id: 'ivy', status: 'submitted', values, seq, created_seq: 100, created_at: new Date(1), updated_at: new Date(seq) }) as unknown as ResponseDoc;
+    // The version below the erasure (order 150) and one accepted after it (order 200): one in a batch, one in the outbox.
+    await outbox.append([responseEvent(doc(100, { v: 'erased' }), 100)]);
+    await createWebhookFanOut({ db, lock, logger: silentLogger }).move(ENDPOINT._id, 10);
+    await outbox.append([responseEvent(doc(200, { v: 'kept' }), 200)]);
+    const erased = { doc: doc(100, { v: 'erased' }), erasure: { id: 'era_x', seq: 150, at: new Date() } } satisfies ErasedResponse;
+    await createOutboxEraser(db, lock).responses([erased]);
+    const inOutbox = await db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox).find({ subject_id: 'rsp_kept' }).toArray();
+    const inBatches = (await db.collection<BatchDoc>(COLLECTIONS.webhookBatches).find({}).toArray()).flatMap(decodeBatch).filter((e) => e.subject_id === 'rsp_kept');
+    expect([...inOutbox, ...inBatches].map((e) => e.seq), 'only the version accepted after the erasure').to.deep.equal([200]);
+    // And the other way round: the erased version still in a batch, the kept one already in the outbox.
+    await db.collection(COLLECTIONS.webhookOutbox).deleteMany({});
+    await db.collection(COLLECTIONS.webhookBatches).deleteMany({});
+    const other = (seq: number) => ({ ...doc(seq, { v: seq }), _id: 'rsp_kept2' }) as ResponseDoc;
+    await outbox.append([responseEvent(other(300), 300)]);
+    await createWebhookFanOut({ db, lock, logger: silentLogger }).move(ENDPOINT._id, 10);
+    await outbox.append([responseEvent(other(250), 250)]);
+    await createOutboxEraser(db, lock).responses([{ doc: other(250), erasure: { id: 'era_y', seq: 260, at: new Date() } }]);
+    const left = [...(await db.collection<DeliveryDoc>(COLLECTIONS.webhookOutbox).find({ subject_id: 'rsp_kept2' }).toArray()), ...(await db.collection<BatchDoc>(COLLECTIONS.webhookBatches).find({}).toArray()).flatMap(decodeBatch).filter((e) => e.subject_id === 'rsp_kept2')];
+    expect(left.map((e) => e.seq)).to.deep.equal([300]);
   });
 
   it('an erasure of a response appended inside its record\'s write line: the line is split, the record keeps its event, nothing of the response stays in any batch', async () => {
@@ -194,7 +220,7 @@ describe('webhook outbox: a round\'s events become visible in order', () => {
     const before = await stored();
     expect(before.lines, 'each record write is one line of the batch').to.have.length(2);
     expect(before.n).to.equal(4);
-    const erased = { doc: { _id: erasedItem.write.response_id, feedback_record_id: erasedItem.write.record_id }, erasure: {} } as unknown as ErasedResponse;
+    const erased = { doc: { _id: erasedItem.write.response_id, feedback_record_id: erasedItem.write.record_id }, erasure: { seq: Number.MAX_SAFE_INTEGER } } as unknown as ErasedResponse;
     await createOutboxEraser(db, lock).responses([erased]);
     const after = await stored();
     expect(after.events.map((e) => [e.event_type, e.subject_id])).to.deep.equal([
