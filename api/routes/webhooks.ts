@@ -41,7 +41,8 @@ export function createWebhook(deps: WebhookRouteDeps) {
     try {
       created = await deps.admin.create(input);
     } catch (err) {
-      if (err instanceof WebhookLimitError) throw new AppError('validation_failed', err.message);
+      // validation_failed always lists its problems with a path: the whole body here.
+      if (err instanceof WebhookLimitError) throw new AppError('validation_failed', err.message, { details: [{ path: '', message: `${err.message}; delete one first` }] });
       throw err;
     }
     ctx.state.log.info({ webhook_id: created.id, events: created.events }, 'webhook endpoint created');

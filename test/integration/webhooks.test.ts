@@ -5,7 +5,7 @@ import { Webhook } from 'standardwebhooks';
 import * as v from 'valibot';
 import { createFeedbackClient } from '../../client/index.js';
 import { WebhookPing } from '../../api/routes/webhooks.js';
-import { DeliveriesReplayed, DeliveryList, WebhookEndpointCreated, WebhookEndpointList } from '../../shared/webhook-admin.js';
+import { DeliveriesReplayed, DeliveryList, MAX_WEBHOOK_ENDPOINTS, WebhookEndpointCreated, WebhookEndpointList } from '../../shared/webhook-admin.js';
 import { createIdMinter } from '../../shared/ids.js';
 import { COLLECTIONS } from '../../shared/mongo.js';
 import type { DeliveryDoc } from '../../shared/webhook-outbox.js';
@@ -347,6 +347,23 @@ describe('webhooks: deliveries that fail for good', function () {
     } finally {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+  it('refuses an endpoint beyond MAX_WEBHOOK_ENDPOINTS with 400 validation_failed and its details', async () => {
+    const listed = await adminRequest(stack, '/admin/webhooks');
+    const created: string[] = [];
+    for (let n = listed.body.items.length; n < MAX_WEBHOOK_ENDPOINTS; n++) {
+      const res = await adminRequest(stack, '/admin/webhooks', 'POST', { url: `http://127.0.0.1:9/e${n}`, events: ['record.created'] });
+      expect(res.status).to.equal(201);
+      created.push(res.body.id as string);
+    }
+    try {
+      const refused = await adminRequest(stack, '/admin/webhooks', 'POST', { url: 'http://127.0.0.1:9/one-more', events: ['record.created'] });
+      expect(refused.status).to.equal(400);
+      expect(refused.body.error.code).to.equal('validation_failed');
+      expect(refused.body.error.details).to.be.an('array').with.length(1);
+    } finally {
+      for (const id of created) await adminRequest(stack, `/admin/webhooks/${id}`, 'DELETE');
     }
   });
 });
