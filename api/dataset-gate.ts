@@ -4,6 +4,7 @@ import type { IdMinter } from '../shared/ids.js';
 import type { ResponseStatus } from '../shared/schemas.js';
 import type { DatasetRegistry } from './dataset-store.js';
 import type { CompiledDataset } from './dataset-validators.js';
+import { storeUnavailable } from './store-down.js';
 
 type DatasetMode = (typeof DATASET_MODES)[number];
 
@@ -64,7 +65,7 @@ export function createDatasetGate(options: {
   function undefinedDataset(message: string): void {
     if (mode !== 'strict') return;
     if (!registry.loaded()) {
-      throw new AppError('store_unavailable', 'the dataset definitions are not loaded yet (MongoDB has not answered since this process started); retry later', { headers: { 'Retry-After': String(options.retryAfterSeconds ?? 1) } });
+      throw storeUnavailable(options.retryAfterSeconds ?? 1, 'the dataset definitions are not loaded yet (MongoDB has not answered since this process started); retry later');
     }
     throw new AppError('dataset_not_found', message);
   }

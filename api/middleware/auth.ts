@@ -2,6 +2,7 @@ import { AppError } from '../../shared/errors.js';
 import { looksLikeFeedbackToken, type FeedbackTokens } from '../feedback-tokens.js';
 import type { AuthenticatedKey, KeyVerifier } from '../key-verifier.js';
 import type { ApiMiddleware } from '../state.js';
+import { storeUnavailable } from '../store-down.js';
 
 const BEARER_RE = /^Bearer +([\x21-\x7e]+) *$/i;
 
@@ -18,7 +19,7 @@ const INVALID_TOKEN_CHALLENGE = 'Bearer error="invalid_token"';
  * retryable 503, never a final 401.
  */
 function keysNotLoaded(retryAfterSeconds: number): AppError {
-  return new AppError('store_unavailable', 'the stored API keys are not loaded yet (MongoDB has not answered since this process started); retry later', { headers: { 'Retry-After': String(retryAfterSeconds) } });
+  return storeUnavailable(retryAfterSeconds, 'the stored API keys are not loaded yet (MongoDB has not answered since this process started); retry later');
 }
 
 /**

@@ -38,7 +38,6 @@ export function requireRead(): ApiMiddleware {
   };
 }
 
-/** Driver errors that mean "MongoDB cannot be reached now" (a failed first connect closes the topology). */
 /**
  * MongoDB unreachable is the store's moment, not a bug: 503 with Retry-After instead of 500. A
  * `bounded` read (the default) that has no answer within `readTimeoutMs` is 503 too: a server
