@@ -1,4 +1,4 @@
-import Koa from 'koa';
+import type Koa from 'koa';
 import { Router } from '@koa/router';
 import type { ApiMiddleware, ApiState } from './state.js';
 import { AppError } from '../shared/errors.js';
@@ -20,7 +20,7 @@ import type { Collection } from 'mongodb';
 import type { ErasureDoc } from '../shared/erasures.js';
 import { DEAD_LETTERS_PATH, deleteDeadLetter, getDeadLetter, listDeadLetters, retryDeadLetter } from './routes/dead-letters.js';
 import { errorHandler } from './middleware/errors.js';
-import { exactRoutes } from './middleware/exact-routes.js';
+import { LeanWriteApp } from './lean-routes.js';
 import { jsonBody } from './middleware/json-body.js';
 import { pathEncoding } from './middleware/path-encoding.js';
 import { requestId } from './middleware/request-id.js';
@@ -89,7 +89,7 @@ const BROWSER_PATHS = ['/feedback-response'];
 
 /** Routes and middleware; never listens (api/main.ts does), so tests mount it on any server. */
 export function createApp(deps: AppDeps): Koa<ApiState> {
-  const app = new Koa<ApiState>({ proxy: false });
+  const app = new LeanWriteApp({ proxy: false });
   // Errors are rendered by errorHandler; Koa's own handler would print to stderr.
   app.silent = true;
 
@@ -161,18 +161,19 @@ export function createApp(deps: AppDeps): Koa<ApiState> {
     router.post(`${WEBHOOKS_PATH}/:id/replay`, ...admin, replayWebhookDeliveries(wh));
   }
 
-  app.use(requestId());
-  app.use(requestLog({ logger: deps.logger, metrics: deps.metrics }));
+  // App-wide, in this order, for every route; the write routes get the same instances (below).
+  const outer: ApiMiddleware[] = [requestId(), requestLog({ logger: deps.logger, metrics: deps.metrics })];
   // Before the router: a preflight from an allowed origin is answered 204 here; any other OPTIONS
   // reaches allowedMethods below. Outside the error handler, so that every error answer keeps the
   // CORS headers, a 500 included (the handler renders those with fresh headers).
   if (deps.corsOrigins !== undefined && deps.corsOrigins.length > 0) {
-    app.use(browserCors({ origins: deps.corsOrigins, paths: BROWSER_PATHS, methods: ['POST'] }));
+    outer.push(browserCors({ origins: deps.corsOrigins, paths: BROWSER_PATHS, methods: ['POST'] }));
   }
-  app.use(errorHandler({ logger: deps.logger, metrics: deps.metrics, retryAfterSeconds: deps.retryAfterSeconds }));
-  // The write kinds' routes, ahead of the router (which keeps them for its 405s) and of the 404/405
-  // rendering below, which a matched route never needs.
-  app.use(exactRoutes('POST', writeRoutes));
+  outer.push(errorHandler({ logger: deps.logger, metrics: deps.metrics, retryAfterSeconds: deps.retryAfterSeconds }));
+  outer.forEach((mw) => app.use(mw));
+  // The write kinds' routes are answered ahead of Koa (api/lean-routes.ts), through `outer` and
+  // their own chain; the router keeps them for its 405s and for other spellings of their paths.
+  app.leanRoutes(outer, writeRoutes, deps.logger);
   // allowedMethods (non-throwing) sets 405/501 with Allow after the routes ran; turn that, and an
   // unmatched path, into the error shape of the contract.
   app.use(pathEncoding());
