@@ -193,11 +193,17 @@ export class LeanWriteApp extends Koa<ApiState> {
 
   #handle(route: ApiMiddleware, req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
     const ctx = new LeanContext(this, req, res, path);
-    // The chain includes the error handler: what escapes it is a bug above it (request id, log, CORS).
-    return route(ctx as unknown as ApiContext, done).then(
-      () => ctx.respond(),
-      (err: unknown) => this.#fail(ctx, err),
-    );
+    // The chain includes the error handler: what escapes it, or the answer's rendering, is a bug
+    // (above the handler: request id, log, CORS); it is answered 500 and never crashes the process.
+    return route(ctx as unknown as ApiContext, done)
+      .then(() => ctx.respond())
+      .catch((err: unknown) => {
+        try {
+          this.#fail(ctx, err);
+        } catch {
+          res.destroy();
+        }
+      });
   }
 
   /** A failure outside the error handler: 500 in the error shape, as Koa's own handler would answer 500 (with its text). */
