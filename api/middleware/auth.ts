@@ -32,7 +32,9 @@ function keysNotLoaded(retryAfterSeconds: number): AppError {
 export function authenticate(verifier: KeyVerifier, options: { feedbackTokens?: FeedbackTokens; retryAfterSeconds?: number } = {}): ApiMiddleware {
   const tokens = options.feedbackTokens;
   const retryAfterSeconds = options.retryAfterSeconds ?? 1;
-  return async (ctx, next) => {
+  // Not async on the usual path (a known API key): one promise layer less per request; a throw
+  // here becomes the chain's rejection (koa-compose and api/lean-routes.ts composeOnce catch it).
+  return (ctx, next) => {
     const token = bearerToken(ctx.get('Authorization'));
     if (token === undefined) {
       throw new AppError('unauthorized', 'send Authorization: Bearer <API key>', { headers: { 'WWW-Authenticate': 'Bearer' } });
@@ -40,9 +42,13 @@ export function authenticate(verifier: KeyVerifier, options: { feedbackTokens?: 
     const key = verifier.verify(token);
     if (key !== undefined) {
       ctx.state.apiKey = key;
-      await next();
-      return;
+      return next();
     }
+    return otherToken(ctx, next, token);
+  };
+
+  /** A bearer that is no known key: a feedback token where they are taken, else 401 (or 503 before the keys are loaded). */
+  async function otherToken(ctx: Parameters<ApiMiddleware>[0], next: Parameters<ApiMiddleware>[1], token: string): Promise<void> {
     if (!looksLikeFeedbackToken(token)) {
       if (verifier.complete?.() === false) throw keysNotLoaded(retryAfterSeconds);
       throw new AppError('invalid_api_key', 'the API key is not known or not active', { headers: { 'WWW-Authenticate': INVALID_TOKEN_CHALLENGE } });
@@ -75,5 +81,5 @@ export function authenticate(verifier: KeyVerifier, options: { feedbackTokens?: 
       ...(rateLimitPerMinute === undefined ? {} : { rateLimitPerMinute }),
     }) satisfies AuthenticatedKey;
     await next();
-  };
+  }
 }
