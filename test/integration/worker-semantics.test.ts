@@ -120,7 +120,7 @@ describe('worker semantics (ids, updates, order, idempotency, dead letters)', ()
     try {
       const a = await stack.post('/feedback-record', recordBody({ record: { field_to_value: { q: 'deflated' } } }));
       const b = await plain.post('/feedback-record', recordBody({ record: { field_to_value: { q: 'plain' } } }));
-      expect([a.status, b.status]).to.deep.equal([200, 200]);
+      expect([a.status, b.status], `answers: ${a.text} / ${b.text}`).to.deep.equal([200, 200]);
       const jobs = await stack.api.queue.getJobs(['waiting']);
       const versions = jobs.map((j) => (j.data as { v: number }).v).sort();
       expect(versions).to.deep.equal([JOB_PAYLOAD_VERSION, JOB_PAYLOAD_VERSION_DEFLATE]);
