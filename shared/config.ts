@@ -93,6 +93,7 @@ const SETTINGS = {
   jobBackoffMs: int('JOB_BACKOFF_MS', { default: 1000, min: 1, max: 3_600_000, unit: 'ms' }, 'Base of the exponential backoff between attempts. Read where jobs are added (`web`, the dead-letter retry), like `JOB_ATTEMPTS`.'),
   jobLockMs: int('JOB_LOCK_MS', { default: 30_000, min: 1000, max: 3_600_000, unit: 'ms' }, "BullMQ's lock on a job; a dead worker's job is taken up again after it."),
   jobStalledIntervalMs: int('JOB_STALLED_INTERVAL_MS', { default: 30_000, min: 1000, max: 3_600_000, unit: 'ms' }, 'How often a worker looks for jobs held by a dead worker (BullMQ `stalledInterval`); such a job runs again after one to two intervals.'),
+  workerStuckMs: int('WORKER_STUCK_MS', { default: 30_000, min: 0, max: 3_600_000, unit: 'ms' }, "A shard's BullMQ worker that has taken no job for this long while jobs wait for it, with none in hand and the queue not paused, is replaced by a new one (it was seen parked after a Redis Cluster failover); 0 turns the check off."),
   jobMaxStalled: int('JOB_MAX_STALLED', { default: 10, min: 0, max: 1000, unit: 'stalls' }, 'Stalls before a job is failed (its writes are then dead-lettered as `job_failed`).'),
   keepCompletedJobs: int('KEEP_COMPLETED_JOBS', { default: 1000, min: 0, max: 10_000_000, unit: 'jobs' }, 'Completed jobs kept in Redis (also at most one hour). Read where jobs are added (`web`), like `JOB_ATTEMPTS`.'),
   keepFailedJobs: int('KEEP_FAILED_JOBS', { default: 10_000, min: 0, max: 10_000_000, unit: 'jobs' }, 'Failed jobs kept in Redis (also at most seven days). Read where jobs are added (`web`), like `JOB_ATTEMPTS`.'),
@@ -246,6 +247,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>): C
   }
   if (e.redisMinReplicasAck > 0 && e.redisReplicaAckTimeoutMs >= e.enqueueTimeoutMs) {
     throw new ConfigError('REDIS_REPLICA_ACK_TIMEOUT_MS', 'must be below ENQUEUE_TIMEOUT_MS (the WAIT runs within the enqueue deadline)');
+  }
+  if (e.workerStuckMs > 0 && e.workerStuckMs < 1000) {
+    throw new ConfigError('WORKER_STUCK_MS', 'must be 0 (off) or at least 1000');
   }
   const redisClusterNodes = commaList(e.redisClusterNodes).map((entry) => {
     const m = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/.exec(entry);

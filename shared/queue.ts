@@ -114,8 +114,18 @@ export function createShardConsumer<R>(
   options: Pick<WorkerOptions, 'concurrency' | 'lockDuration' | 'maxStalledCount' | 'stalledInterval'>,
 ): ShardConsumer<R> {
   const queue = new Queue<JobData, unknown, WriteJobName>(config.queueName, { connection, prefix: shard.prefix });
-  const worker = new Worker<JobData, R, string>(config.queueName, process, { ...options, connection, prefix: shard.prefix });
-  return { shard, queue, worker };
+  return { shard, queue, worker: createShardWorker(config, connection, shard, process, options) };
+}
+
+/** A BullMQ worker of one shard: the one {@link createShardConsumer} starts, or one that replaces it (worker/shard-watch.ts). */
+export function createShardWorker<R>(
+  config: Pick<Config, 'queueName'>,
+  connection: RedisClient,
+  shard: QueueShard,
+  process: (job: WriteJob<R>) => Promise<R>,
+  options: Pick<WorkerOptions, 'concurrency' | 'lockDuration' | 'maxStalledCount' | 'stalledInterval'>,
+): Worker<JobData, R, string> {
+  return new Worker<JobData, R, string>(config.queueName, process, { ...options, connection, prefix: shard.prefix });
 }
 
 /** True when `job` is a write job: the only name this contract knows. */

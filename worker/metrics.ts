@@ -9,6 +9,8 @@ export interface WorkerMetrics {
   readonly lagSeconds: Histogram;
   readonly storeRetries: Counter;
   readonly deadLettered: Counter<'reason'>;
+  /** Shard workers replaced because they took no job while jobs waited (worker/shard-watch.ts). */
+  readonly consumerRestarts: Counter<'shard'>;
 }
 
 export function createWorkerMetrics(options: { defaultMetrics: boolean }): WorkerMetrics {
@@ -23,5 +25,6 @@ export function createWorkerMetrics(options: { defaultMetrics: boolean }): Worke
     lagSeconds: new Histogram({ name: 'feedback_worker_lag_seconds', help: 'From acceptance by the API to storage in MongoDB.', buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300], registers: [registry] }),
     storeRetries: new Counter({ name: 'feedback_worker_store_retries_total', help: 'Jobs put back because MongoDB was unreachable (no attempt used).', registers: [registry] }),
     deadLettered: new Counter({ name: 'feedback_worker_dead_lettered_total', help: 'Writes moved to the dead-letter collection, by reason.', labelNames: ['reason'], registers: [registry] }),
+    consumerRestarts: new Counter({ name: 'feedback_worker_shard_worker_restarts_total', help: 'Shard workers replaced because they took no job for WORKER_STUCK_MS while jobs waited and none was in hand.', labelNames: ['shard'], registers: [registry] }),
   };
 }

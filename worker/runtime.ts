@@ -8,7 +8,8 @@ import { logConnections } from '../shared/redact-url.js';
 import { checkEvictionPolicy, checkPersistence, createRedis, type RedisClient } from '../shared/redis.js';
 import { warnOfStrandedShards } from '../shared/stranded-shards.js';
 import { queueShards } from '../shared/redis-keys.js';
-import { createShardConsumer, type ShardConsumer } from '../shared/queue.js';
+import { createShardConsumer, createShardWorker, type ShardConsumer } from '../shared/queue.js';
+import { createShardActivity, createShardWatch, watchShards, type ShardActivity, type ShardWatch } from './shard-watch.js';
 import { isTransientMongoError, TransientStoreError } from './errors.js';
 import { ensureIndexes } from './indexes.js';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.js';
@@ -146,7 +147,22 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
   // It starts at 16 jobs (the old fixed default) and adapts as jobs finish, so a burst of large jobs never finds it holding hundreds.
   const jobSize = createJobSizeAverage(config.workerWritesInHand / 16);
   const perShard = concurrencyPerShard(jobSize.value, limits);
-  const consumers = shards.map((shard) => {
+  const workerOptions = {
+    concurrency: perShard,
+    lockDuration: config.jobLockMs,
+    maxStalledCount: config.jobMaxStalled,
+    stalledInterval: config.jobStalledIntervalMs,
+  };
+  /** One shard's queue, its current BullMQ worker (replaced when stuck, worker/shard-watch.ts) and what the watch reads. */
+  interface Consumer {
+    readonly shard: ShardConsumer<JobSummary>['shard'];
+    readonly queue: ShardConsumer<JobSummary>['queue'];
+    worker: ShardConsumer<JobSummary>['worker'];
+    readonly activity: ShardActivity;
+    readonly watch: ShardWatch;
+    readonly spawn: () => ShardConsumer<JobSummary>['worker'];
+  }
+  const consumers: Consumer[] = shards.map((shard) => {
     const processor = createWriteProcessor({
       writer,
       eraser,
@@ -159,26 +175,34 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
       ...(reconnector === undefined ? {} : { storeOutcome: (ok: boolean) => (ok ? reconnector.succeeded() : reconnector.failed()) }),
       maxInflatedBytes: maxInflatedBytes(config),
     });
-    const consumer = createShardConsumer<JobSummary>(config, redis, shard, (job) => processor.process(job), {
-      concurrency: perShard,
-      lockDuration: config.jobLockMs,
-      maxStalledCount: config.jobMaxStalled,
-      stalledInterval: config.jobStalledIntervalMs,
-    });
-    consumer.queue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
-    consumer.worker.on('failed', (job, err) => {
-      logger.warn({ job_id: job?.id, shard: shard.index, attempts_made: job?.attemptsMade, err: err.message }, 'job attempt failed');
-      void processor.onFailed(job, err);
-    });
-    consumer.worker.on('error', (err) => logger.warn({ err: err.message, shard: shard.index }, 'worker error'));
-    consumer.worker.on('completed', (_job, summary) => {
-      const next = concurrencyPerShard(jobSize.observe(summary.records + summary.responses + summary.suggestions + summary.stale + summary.dead_lettered), limits);
-      for (const c of consumers) if (c.worker.concurrency !== next) c.worker.concurrency = next;
-    });
-    return consumer;
+    const activity = createShardActivity();
+    const run = (job: Parameters<typeof processor.process>[0]) => activity.track(() => processor.process(job));
+    const attach = (worker: ShardConsumer<JobSummary>['worker']) => {
+      worker.on('failed', (job, err) => {
+        logger.warn({ job_id: job?.id, shard: shard.index, attempts_made: job?.attemptsMade, err: err.message }, 'job attempt failed');
+        void processor.onFailed(job, err);
+      });
+      worker.on('error', (err) => logger.warn({ err: err.message, shard: shard.index }, 'worker error'));
+      worker.on('completed', (_job, summary) => {
+        const next = concurrencyPerShard(jobSize.observe(summary.records + summary.responses + summary.suggestions + summary.stale + summary.dead_lettered), limits);
+        for (const c of consumers) if (c.worker.concurrency !== next) c.worker.concurrency = next;
+        workerOptions.concurrency = next;
+      });
+      return worker;
+    };
+    const first = createShardConsumer<JobSummary>(config, redis, shard, run, workerOptions);
+    first.queue.on('error', (err) => logger.debug({ err: err.message }, 'queue error'));
+    return {
+      shard,
+      queue: first.queue,
+      worker: attach(first.worker),
+      activity,
+      watch: createShardWatch(config.workerStuckMs),
+      spawn: () => attach(createShardWorker<JobSummary>(config, redis, shard, run, { ...workerOptions })),
+    };
   });
   const queues = consumers.map((c) => c.queue);
-  const workers = consumers.map((c) => c.worker);
+  const stopWatch = config.workerStuckMs > 0 ? watchShards(consumers, { stuckMs: config.workerStuckMs, timeoutMs: config.enqueueTimeoutMs * 5, logger, restarts: metrics.consumerRestarts }) : () => undefined;
 
   let metricsServer: Server | undefined;
   if (config.workerMetricsPort > 0) {
@@ -200,8 +224,12 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
 
   let closing: Promise<void> | undefined;
   return {
-    worker: workers[0]!,
-    workers,
+    get worker() {
+      return consumers[0]!.worker;
+    },
+    get workers() {
+      return consumers.map((c) => c.worker);
+    },
     mongo,
     redis,
     metrics,
@@ -209,7 +237,8 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     webhooks,
     close() {
       closing ??= (async () => {
-        await Promise.all(workers.map((w) => w.close()));
+        stopWatch();
+        await Promise.all(consumers.map((c) => c.worker.close()));
         await reconnector?.close();
         await webhooks.close();
         metricsServer?.close();
