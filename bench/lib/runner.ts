@@ -222,6 +222,7 @@ export async function measure(ctx: Ctx, design: Design, round: number, durationS
   const mix = mixFor(ctx, `bench_r${round}_${design}`);
   const s0 = await server200s(ctx, design);
   const e0 = await eluOf(ctx, design);
+  const r0 = await redisCommandUsec(ctx.redisClient);
   const c0 = cpuSnap(ctx);
   const url = `http://127.0.0.1:${ctx.ports[serverOf[design]]}`;
   const run =
@@ -231,6 +232,7 @@ export async function measure(ctx: Ctx, design: Design, round: number, durationS
   const sampling = during?.(run);
   const load = await run.done;
   const c1 = cpuSnap(ctx);
+  const r1 = await redisCommandUsec(ctx.redisClient);
   const e1 = await eluOf(ctx, design);
   await sampling;
   const counted = (await server200s(ctx, design)) - s0;
@@ -259,15 +261,32 @@ export async function measure(ctx: Ctx, design: Design, round: number, durationS
     machineBusyPct: cpu.machineBusyPct,
     // With the worker on the same cores the API waits for it by design: only foreign jobs starve it then.
     starved: LIVE_DESIGNS.has(design) ? cpu.foreignPct > ctx.opts.starvedForeignPct : cpu.serverWaitPct > ctx.opts.starvedWaitPct,
+    redisCommandsUsPerWrite: commandsPerWrite(r0, r1, serverOk),
   };
   const bad = Object.entries(load.statusCodes).filter(([c]) => !c.startsWith('2'));
   progress(
     `  ${design.padEnd(12)} server ${fmt(cpu.perUnit['server'])} µs/write  redis ${fmt(cpu.perUnit['redis'])} µs/write  ${fmt(load.rps).padStart(7)} req/s  p50 ${load.latencyMs.p50.toFixed(1)} ms  p99 ${load.latencyMs.p99.toFixed(1)} ms  max ${load.latencyMs.max.toFixed(0)} ms` +
       `  ferretdb ${fmt(cpu.perUnit['ferretdb'])}  worker ${fmt(cpu.perUnit['worker'])}  loadgen ${fmt(cpu.perUnit['loadgen'])} µs (${fmt(cpu.loadgenPct)}% of the machine)  ELU ${fmt(elu, 2)}` +
       `  server ${fmt(cpu.serverCores, 2)} cores, waited for a CPU ${fmt(cpu.serverWaitPct)}% of the run${summary.starved ? ' (STARVED)' : ''}  machine ${fmt(cpu.machineBusyPct)}% busy, foreign ${fmt(cpu.foreignPct)}%` +
+      `  redis commands µs/write ${Object.entries(summary.redisCommandsUsPerWrite ?? {}).slice(0, 6).map(([c, v]) => `${c} ${v.toFixed(1)}`).join(', ')}` +
       (bad.length > 0 || load.errors > 0 ? `  NON-2XX ${JSON.stringify(Object.fromEntries(bad))} errors ${load.errors}` : ''),
   );
   return { summary, load, mix };
+}
+
+/** `usec` of each command in Redis's INFO commandstats (the time Redis spent running it, scripts included in `evalsha`). */
+async function redisCommandUsec(redis: Redis): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  const text = await redis.info('commandstats').catch(() => '');
+  for (const m of text.matchAll(/^cmdstat_([^:]+):calls=\d+,usec=(\d+)/gm)) out.set(m[1]!, Number(m[2]));
+  return out;
+}
+
+/** Redis µs per write by command over a run, largest first (where Redis's CPU per write goes). */
+function commandsPerWrite(before: ReadonlyMap<string, number>, after: ReadonlyMap<string, number>, writes: number): Record<string, number> {
+  if (writes <= 0) return {};
+  const rows = [...after].map(([c, us]) => [c, (us - (before.get(c) ?? 0)) / writes] as const).filter(([, v]) => v >= 0.05);
+  return Object.fromEntries(rows.sort((a, b) => b[1] - a[1]));
 }
 
 /** Mean JSON bytes per write of a few queued jobs (what Redis holds as job data). */

@@ -59,6 +59,8 @@ export interface RunSummary {
   readonly machineBusyPct: number;
   /** The server waited for a CPU longer than the starvation bound (`--starved-wait-pct`): its round is left out of the medians. */
   readonly starved: boolean;
+  /** Redis's own time per write by command over the run (INFO commandstats), µs, largest first. */
+  readonly redisCommandsUsPerWrite?: Record<string, number>;
 }
 
 export interface RedisMemory {
