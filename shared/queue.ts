@@ -102,21 +102,6 @@ export interface ShardConsumer<R = unknown> {
   readonly worker: Worker<JobData, R, string>;
 }
 
-/**
- * The worker's end of the contract for one shard. `connection` should be a `worker` Redis;
- * `process` gets every job of the shard's queue, whatever its name (see {@link isWriteJob}).
- */
-export function createShardConsumer<R>(
-  config: Pick<Config, 'queueName'>,
-  connection: RedisClient,
-  shard: QueueShard,
-  process: (job: WriteJob<R>) => Promise<R>,
-  options: Pick<WorkerOptions, 'concurrency' | 'lockDuration' | 'maxStalledCount' | 'stalledInterval'>,
-): ShardConsumer<R> {
-  const queue = new Queue<JobData, unknown, WriteJobName>(config.queueName, { connection, prefix: shard.prefix });
-  return { shard, queue, worker: createShardWorker(config, connection, shard, process, options) };
-}
-
 /** A BullMQ worker of one shard: the one {@link createShardConsumer} starts, or one that replaces it (worker/shard-watch.ts). */
 export function createShardWorker<R>(
   config: Pick<Config, 'queueName'>,
@@ -126,6 +111,17 @@ export function createShardWorker<R>(
   options: Pick<WorkerOptions, 'concurrency' | 'lockDuration' | 'maxStalledCount' | 'stalledInterval'>,
 ): Worker<JobData, R, string> {
   return new Worker<JobData, R, string>(config.queueName, process, { ...options, connection, prefix: shard.prefix });
+}
+
+/**
+ * The worker's end of the contract for one shard, with {@link createShardWorker}'s arguments.
+ * `connection` should be a `worker` Redis; `process` gets every job of the shard's queue, whatever
+ * its name (see {@link isWriteJob}).
+ */
+export function createShardConsumer<R>(...args: Parameters<typeof createShardWorker<R>>): ShardConsumer<R> {
+  const [config, connection, shard] = args;
+  const queue = new Queue<JobData, unknown, WriteJobName>(config.queueName, { connection, prefix: shard.prefix });
+  return { shard, queue, worker: createShardWorker<R>(...args) };
 }
 
 /** True when `job` is a write job: the only name this contract knows. */
