@@ -1,5 +1,5 @@
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -181,20 +181,46 @@ function keepServerLog(dir: string): void {
   }
 }
 
-export async function startPostgresCluster(): Promise<PostgresCluster> {
+/** Ports a private cluster tries before it gives up: another process may take a free port before PostgreSQL binds it. */
+const PG_PORT_ATTEMPTS = 4;
+
+/**
+ * Whether pg-start failed because its port was taken meanwhile. The port is free when chosen, but
+ * initdb takes seconds before PostgreSQL binds it, and in between an outgoing connection may get it
+ * as its ephemeral port, or a Redis Cluster node its bus port (its own + 10,000); a CI run lost a
+ * fault scenario to that once (2026-11-27).
+ */
+function portWasTaken(err: unknown, dataDir: string): boolean {
+  if (/is taken/.test((err as { stderr?: string }).stderr ?? '')) return true;
+  try {
+    return /could not bind|Address already in use/.test(readFileSync(join(dataDir, 'server.log'), 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+/** `choosePort`: where each attempt listens (tests make the first one taken). */
+export async function startPostgresCluster(options: { readonly choosePort?: () => Promise<number> } = {}): Promise<PostgresCluster> {
+  const choosePort = options.choosePort ?? freePort;
   const env = storeEnv();
-  const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'fi-postgres-'));
   // As root the cluster runs as an unprivileged user (see lib.sh), which must traverse this directory.
   chmodSync(dir, 0o711);
   installClusterExitHook();
   liveClusters.add(dir);
-  try {
-    await execFileAsync('bash', [STORE_SCRIPT, 'pg-start', join(dir, 'data'), String(port)], { timeout: 120_000, env });
-  } catch (err) {
-    liveClusters.delete(dir);
-    rmSync(dir, { recursive: true, force: true });
-    throw new Error(`private PostgreSQL did not start: ${(err as { stderr?: string }).stderr ?? (err as Error).message}`, { cause: err });
+  let port: number;
+  for (let attempt = 1; ; attempt++) {
+    port = await choosePort();
+    try {
+      // A second attempt reuses the data directory: pg-start initialises it only once.
+      await execFileAsync('bash', [STORE_SCRIPT, 'pg-start', join(dir, 'data'), String(port)], { timeout: 120_000, env });
+      break;
+    } catch (err) {
+      if (attempt < PG_PORT_ATTEMPTS && portWasTaken(err, join(dir, 'data'))) continue;
+      liveClusters.delete(dir);
+      rmSync(dir, { recursive: true, force: true });
+      throw new Error(`private PostgreSQL did not start: ${(err as { stderr?: string }).stderr ?? (err as Error).message}`, { cause: err });
+    }
   }
   return {
     port,
