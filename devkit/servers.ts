@@ -187,7 +187,8 @@ const PG_PORT_ATTEMPTS = 4;
 /**
  * Whether pg-start failed because its port was taken meanwhile. The port is free when chosen, but
  * initdb takes seconds before PostgreSQL binds it, and in between an outgoing connection may get it
- * as its ephemeral port, or a Redis Cluster node its bus port (its own + 10,000); a CI run lost a
+ * as its ephemeral port, or another server started at the same time (the fault suite starts a Redis
+ * Cluster's nodes beside the store, their data and bus ports chosen the same way); a CI run lost a
  * fault scenario to that once (2026-11-27).
  */
 function portWasTaken(err: unknown, dataDir: string): boolean {
