@@ -9,7 +9,7 @@ import { checkEvictionPolicy, checkPersistence, createRedis, type RedisClient } 
 import { warnOfStrandedShards } from '../shared/stranded-shards.js';
 import { queueShards } from '../shared/redis-keys.js';
 import { createShardConsumer, createShardWorker, type ShardConsumer } from '../shared/queue.js';
-import { createShardActivity, createShardWatch, watchShards, type ShardActivity, type ShardWatch } from './shard-watch.js';
+import { createShardActivity, createShardWatch, watchShards, type WatchedShard } from './shard-watch.js';
 import { isTransientMongoError, TransientStoreError } from './errors.js';
 import { ensureIndexes } from './indexes.js';
 import { createWorkerMetrics, type WorkerMetrics } from './metrics.js';
@@ -153,15 +153,9 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     maxStalledCount: config.jobMaxStalled,
     stalledInterval: config.jobStalledIntervalMs,
   };
-  /** One shard's queue, its current BullMQ worker (replaced when stuck, worker/shard-watch.ts) and what the watch reads. */
-  interface Consumer {
-    readonly shard: ShardConsumer<JobSummary>['shard'];
-    readonly queue: ShardConsumer<JobSummary>['queue'];
-    worker: ShardConsumer<JobSummary>['worker'];
-    readonly activity: ShardActivity;
-    readonly watch: ShardWatch;
-    readonly spawn: () => ShardConsumer<JobSummary>['worker'];
-  }
+  type ShardWorker = ShardConsumer<JobSummary>['worker'];
+  /** One shard's queue and its current BullMQ worker, replaced when stuck (worker/shard-watch.ts). */
+  type Consumer = WatchedShard<ShardWorker> & Pick<ShardConsumer<JobSummary>, 'shard' | 'queue'>;
   const consumers: Consumer[] = shards.map((shard) => {
     const processor = createWriteProcessor({
       writer,
@@ -177,7 +171,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
     });
     const activity = createShardActivity();
     const run = (job: Parameters<typeof processor.process>[0]) => activity.track(() => processor.process(job));
-    const attach = (worker: ShardConsumer<JobSummary>['worker']) => {
+    const attach = (worker: ShardWorker) => {
       worker.on('failed', (job, err) => {
         logger.warn({ job_id: job?.id, shard: shard.index, attempts_made: job?.attemptsMade, err: err.message }, 'job attempt failed');
         void processor.onFailed(job, err);
@@ -186,7 +180,6 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
       worker.on('completed', (_job, summary) => {
         const next = concurrencyPerShard(jobSize.observe(summary.records + summary.responses + summary.suggestions + summary.stale + summary.dead_lettered), limits);
         for (const c of consumers) if (c.worker.concurrency !== next) c.worker.concurrency = next;
-        workerOptions.concurrency = next;
       });
       return worker;
     };
@@ -198,7 +191,7 @@ export async function startWorker(config: Config, logger: Logger, options: Worke
       worker: attach(first.worker),
       activity,
       watch: createShardWatch(config.workerStuckMs),
-      spawn: () => attach(createShardWorker<JobSummary>(config, redis, shard, run, { ...workerOptions })),
+      spawn: (old) => attach(createShardWorker<JobSummary>(config, redis, shard, run, { ...workerOptions, concurrency: old.concurrency })),
     };
   });
   const queues = consumers.map((c) => c.queue);

@@ -95,7 +95,8 @@ export interface WatchedShard<W extends { close(force?: boolean): Promise<void> 
   worker: W;
   readonly activity: ShardActivity;
   readonly watch: ShardWatch;
-  spawn(): W;
+  /** A new worker for the shard, in place of `old` (whose settings it takes over). */
+  spawn(old: W): W;
 }
 
 /**
@@ -109,6 +110,7 @@ export function watchShards<W extends { close(force?: boolean): Promise<void> }>
   options: { readonly stuckMs: number; readonly timeoutMs: number; readonly logger: Logger; readonly restarts: Counter<'shard'> },
 ): () => void {
   const { stuckMs, timeoutMs, logger, restarts } = options;
+  const everyMs = Math.max(250, Math.floor(stuckMs / 4));
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
 
@@ -127,7 +129,7 @@ export function watchShards<W extends { close(force?: boolean): Promise<void> }>
     logger.warn({ shard: s.shard.index, waiting, last_job_started_at: observation.lastStartAt === 0 ? null : new Date(observation.lastStartAt).toISOString(), stuck_ms: stuckMs }, 'shard worker took no job although jobs wait; replacing it');
     restarts.inc({ shard: String(s.shard.index) });
     const old = s.worker;
-    s.worker = s.spawn();
+    s.worker = s.spawn(old);
     s.watch.reset();
     old.close(true).catch((err: unknown) => logger.debug({ err: (err as Error).message, shard: s.shard.index }, 'closing a replaced shard worker failed'));
   }
@@ -136,11 +138,11 @@ export function watchShards<W extends { close(force?: boolean): Promise<void> }>
     if (stopped) return;
     void Promise.all(shards.map((s) => checkOne(s))).finally(() => {
       if (stopped) return;
-      timer = setTimeout(loop, Math.max(250, Math.floor(stuckMs / 4)));
+      timer = setTimeout(loop, everyMs);
       timer.unref();
     });
   };
-  timer = setTimeout(loop, Math.max(250, Math.floor(stuckMs / 4)));
+  timer = setTimeout(loop, everyMs);
   timer.unref();
   return () => {
     stopped = true;

@@ -11,6 +11,7 @@ import { buildMix, runLoad, type LoadResult, type LoadRun, type Mix } from './lo
 import type { Options } from './options.js';
 import { cpuSeconds, cpuSecondsWithChildren, machineCpu, postmasterPid, runQueueSeconds, treeCpuReader, treeCpuSeconds, type Proc } from './procs.js';
 import { runWrk } from './wrk.js';
+import { commandsPerWrite, redisCommandUsec } from './redis-commands.js';
 import { scrape, sumOf, type Scrape } from './prom.js';
 import { fmt } from './report.js';
 import type { Service } from './services.js';
@@ -272,21 +273,6 @@ export async function measure(ctx: Ctx, design: Design, round: number, durationS
       (bad.length > 0 || load.errors > 0 ? `  NON-2XX ${JSON.stringify(Object.fromEntries(bad))} errors ${load.errors}` : ''),
   );
   return { summary, load, mix };
-}
-
-/** `usec` of each command in Redis's INFO commandstats (the time Redis spent running it, scripts included in `evalsha`). */
-async function redisCommandUsec(redis: Redis): Promise<Map<string, number>> {
-  const out = new Map<string, number>();
-  const text = await redis.info('commandstats').catch(() => '');
-  for (const m of text.matchAll(/^cmdstat_([^:]+):calls=\d+,usec=(\d+)/gm)) out.set(m[1]!, Number(m[2]));
-  return out;
-}
-
-/** Redis µs per write by command over a run, largest first (where Redis's CPU per write goes). */
-function commandsPerWrite(before: ReadonlyMap<string, number>, after: ReadonlyMap<string, number>, writes: number): Record<string, number> {
-  if (writes <= 0) return {};
-  const rows = [...after].map(([c, us]) => [c, (us - (before.get(c) ?? 0)) / writes] as const).filter(([, v]) => v >= 0.05);
-  return Object.fromEntries(rows.sort((a, b) => b[1] - a[1]));
 }
 
 /** Mean JSON bytes per write of a few queued jobs (what Redis holds as job data). */
