@@ -1,6 +1,6 @@
 import type { Collection, OptionalUnlessRequiredId } from 'mongodb';
 import { operationsAborted, outcomesOfBulkError } from './bulk-errors.js';
-import { oversizeError } from './document-size.js';
+import { splitOversize } from './document-size.js';
 import { isDuplicateKey, isTransientMongoError, TransientStoreError } from './errors.js';
 import { inChunks, STORE_CHUNK_DOCS } from './store-chunks.js';
 
@@ -19,14 +19,6 @@ const PRESENT: InsertOutcome = { kind: 'present' };
  */
 export async function insertNew<D extends { _id: string }>(col: Collection<D>, docs: readonly D[]): Promise<InsertOutcome[]> {
   if (docs.length === 0) return [];
-  const oversize = docs.map((doc) => oversizeError(doc));
-  if (oversize.some((e) => e !== undefined)) {
-    // Refused alone, without a round trip; the others go on together.
-    const fitting = docs.filter((_, i) => oversize[i] === undefined);
-    const stored = await insertNew(col, fitting);
-    let next = 0;
-    return oversize.map((error) => (error === undefined ? stored[next++]! : { kind: 'rejected', error }));
-  }
   return inChunks(docs, STORE_CHUNK_DOCS, (slice) => insertSlice(col, slice));
 }
 
@@ -35,6 +27,9 @@ async function insertSlice<D extends { _id: string }>(col: Collection<D>, docs: 
     await col.insertMany(docs as OptionalUnlessRequiredId<D>[], { ordered: false });
     return docs.map(() => INSERTED);
   } catch (err) {
+    // A document over the limit is refused alone, without a round trip; the others go on together.
+    const split = await splitOversize<D, InsertOutcome>(err, docs, (doc) => doc, (fitting) => insertSlice(col, fitting), (error) => ({ kind: 'rejected', error }));
+    if (split !== undefined) return split;
     if (isTransientMongoError(err) && !operationsAborted(err)) throw new TransientStoreError(err);
     const outcomes = insertOutcomes(err, docs.length);
     if (outcomes !== undefined) return outcomes;

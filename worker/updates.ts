@@ -1,7 +1,7 @@
 import type { AnyBulkWriteOperation, Collection } from 'mongodb';
 import { operationsAborted, outcomesOfBulkError } from './bulk-errors.js';
 import type { ConditionalUpdate } from './documents.js';
-import { oversizeError } from './document-size.js';
+import { splitOversize } from './document-size.js';
 import { isDuplicateKey, isTransientMongoError, TransientStoreError } from './errors.js';
 import { inChunks, STORE_CHUNK_DOCS } from './store-chunks.js';
 
@@ -32,13 +32,6 @@ type Sequenced = { _id: string; seq: number };
  */
 export async function applyUpdates<D extends Sequenced>(col: Collection<D>, ops: readonly ConditionalUpdate<D>[]): Promise<UpdateOutcome[]> {
   if (ops.length === 0) return [];
-  const oversize = ops.map((op) => oversizeError({ filter: op.filter, update: op.update }));
-  if (oversize.some((e) => e !== undefined)) {
-    // An update over the document limit cannot be sent; refused alone, the others go on together.
-    const applied = await applyUpdates(col, ops.filter((_, i) => oversize[i] === undefined));
-    let next = 0;
-    return oversize.map((error) => (error === undefined ? applied[next++]! : { kind: 'rejected', error }));
-  }
   // In the order of their _id: every worker's command then locks the documents it updates in the
   // same order, so two commands that update the same documents wait for each other instead of
   // deadlocking (on a PostgreSQL-based store each command's updates hold their locks together).
@@ -62,6 +55,9 @@ async function applyAll<D extends Sequenced>(col: Collection<D>, ops: readonly C
     await col.bulkWrite(bulk, { ordered: false });
     return ops.map(() => APPLIED);
   } catch (err) {
+    // An update over the document limit cannot be sent; refused alone, the others go on together.
+    const split = await splitOversize<ConditionalUpdate<D>, Attempt>(err, ops, (op) => ({ filter: op.filter, update: op.update }), (fitting) => applyAll(col, fitting), (error) => ({ kind: 'rejected', error }));
+    if (split !== undefined) return split;
     if (!operationsAborted(err)) transientOr(err, undefined);
     const attempts = updateAttempts(err, ops.length);
     if (attempts !== undefined) return attempts;

@@ -160,6 +160,19 @@ describe('worker writer (order, races, store limits) on the real store', () => {
     expect(await db.collection(COLLECTIONS.records).countDocuments({})).to.equal(4);
   });
 
+  it('an update over the document limit is refused alone: the other updates of its round are applied by the same one update command', async () => {
+    const w = await newWriter();
+    await w.write([36, 37, 38, 39].map(recordWrite));
+    const commands: number[] = [];
+    const w2 = await newWriter({ monitor: (e) => void (e.commandName === 'update' && String(e.command['update']) === COLLECTIONS.responses && commands.push((e.command['updates'] as unknown[]).length)) });
+    const results = await w2.write([version(36, 1, 1, { ok: 36 }), version(37, 1, 1, { text: OVERSIZE_TEXT }), version(38, 1, 1, { ok: 38 }), version(39, 1, 1, { ok: 39 })]);
+    expect(results.map((r) => r.kind)).to.deep.equal(['stored', 'rejected', 'stored', 'stored']);
+    expect((results[1] as { error: string }).error).to.match(/larger than the store's limit/);
+    // One command of the three that fit; nothing one at a time, nothing of 16 MiB sent.
+    expect(commands).to.deep.equal([3]);
+    expect((await stored().findOne({ _id: 'rsp_38_1' }))?.values).to.deep.equal({ ok: 38 });
+  });
+
   it('writers updating the same responses in opposite orders at once do not deadlock (each command takes its documents in _id order); nothing is refused, the newest is stored', async function () {
     this.timeout(120_000);
     const R = 40;
