@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
 import * as v from 'valibot';
+import { sha256 } from './digest.js';
 import { COLLECTIONS } from './mongo.js';
 import { ErasureRecords } from './schemas.js';
 import type { IdMinter } from './ids.js';
@@ -15,7 +15,7 @@ import type { IdMinter } from './ids.js';
 
 /** How the tombstone names its user: SHA-256 of the user id, hex. */
 export function userHash(userId: string): string {
-  return createHash('sha256').update(userId).digest('hex');
+  return sha256(userId).toString('hex');
 }
 
 /** What an erasure removed, summed over its sweeps. */
