@@ -2,6 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { LedgerReport } from './ledger.js';
 import { ARTIFACTS } from '../../devkit/processes.js';
+import { endRunIfHeld } from '../helpers/held-run.js';
 
 /** Figures of one scenario, as the lead puts them in docs/reliability.md. */
 interface ScenarioFigures {
@@ -78,6 +79,7 @@ export const mochaHooks = {
     checks.set(title, { passed });
   },
   afterAll() {
+    endRunIfHeld();
     const s = [...scenarios.entries()].map(([test, fig]) => ({ test, ...fig }));
     const f = [...fuzz.entries()].map(([test, fig]) => ({ test, ...fig }));
     const summary = {

@@ -1,4 +1,5 @@
 import { startFerretDb, startRedis, type ManagedServer } from '../../devkit/servers.js';
+import { endRunIfHeld } from './held-run.js';
 
 let redis: ManagedServer | undefined;
 let mongo: ManagedServer | undefined;
@@ -17,5 +18,6 @@ export const mochaHooks = {
   async afterAll(this: Mocha.Context) {
     this.timeout(30_000);
     await Promise.all([redis?.destroy(), mongo?.destroy()]);
+    endRunIfHeld();
   },
 };
