@@ -48,13 +48,13 @@ export class LineBatch implements DestinationStream {
     if (this.#chars >= this.#minChars) this.flush();
   }
 
-  /** Hands the waiting lines to the sink (which writes them asynchronously). */
+  /** Hands the waiting lines to the sink (which writes them asynchronously); a closed sink's lines are dropped, not kept. */
   flush(): void {
-    if (this.#lines.length === 0 || this.#sink.destroyed === true) return;
+    if (this.#lines.length === 0) return;
     const text = this.#lines.length === 1 ? this.#lines[0]! : this.#lines.join('');
     this.#lines = [];
     this.#chars = 0;
-    this.#sink.write(text);
+    if (this.#sink.destroyed !== true) this.#sink.write(text);
   }
 
   /** Hands the waiting lines over and writes everything the sink holds before returning. */
