@@ -1,6 +1,6 @@
 // What every scenario of the benchmark shares: the run's context (services, processes, queues,
-// store clients), progress lines, the fatal-error latch, CPU accounting per process, and one timed
-// load run of a design (`measure`). Scenarios live in bench/scenarios/, one file each.
+// store clients), progress lines, the fatal-error latch, and one timed load run of a design
+// (`measure`; CPU accounting in cpu-use.ts). Scenarios live in bench/scenarios/, one file each.
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { MongoClient, type Db } from 'mongodb';
@@ -9,13 +9,14 @@ import type { RecordWrite } from '../../shared/writes.js';
 import { ensureIndexes } from '../../worker/indexes.js';
 import { buildMix, runLoad, type LoadResult, type LoadRun, type Mix } from './load.js';
 import type { Options } from './options.js';
-import { cpuSeconds, cpuSecondsWithChildren, machineCpu, postmasterPid, runQueueSeconds, treeCpuReader, treeCpuSeconds, type Proc } from './procs.js';
+import { cpuDiff, cpuSnap } from './cpu-use.js';
+import type { Proc } from './procs.js';
 import { runWrk } from './wrk.js';
 import { commandsPerWrite, redisCommandUsec } from './redis-commands.js';
 import { scrape, sumOf, type Scrape } from './prom.js';
 import { fmt } from './report.js';
 import type { Service } from './services.js';
-import { LIVE_DESIGNS, type CpuPerRequest, type Design, type RedisMemory, type RunSummary } from './types.js';
+import { LIVE_DESIGNS, type Design, type RedisMemory, type RunSummary } from './types.js';
 import type { BenchReceiver } from './webhook-receiver.js';
 
 export { ROOT } from './root.js';
@@ -126,79 +127,6 @@ export const workerScrape = (ctx: Ctx) => scrape(`http://127.0.0.1:${ctx.ports.w
 /** Writes the worker has finished (stored, found stored, stale or dead-lettered), from its batch-size histogram. */
 export const processed = (s: Scrape) => sumOf(s, 'feedback_worker_batch_size_sum');
 export const jobsDone = (s: Scrape) => sumOf(s, 'feedback_worker_batch_size_count');
-
-interface CpuSnap {
-  /** CPU seconds so far by role; a server counts with all its processes (a node:cluster primary and its API processes). */
-  readonly per: Record<string, number>;
-  /** Seconds each server's main thread has waited for a CPU so far (/proc/<pid>/schedstat). */
-  readonly waits: Record<string, number>;
-  readonly machine: { busy: number; total: number };
-  /** Monotonic clock, s. */
-  readonly at: number;
-}
-
-/** CPU seconds of a store: FerretDB, and its PostgreSQL (the postmaster and its backends), where the work is done. */
-function storeCpuSeconds(store: Service): number {
-  const postmaster = store.postgres === undefined ? undefined : postmasterPid(store.postgres.port);
-  return cpuSeconds(store.proc.pid) + (postmaster === undefined ? 0 : treeCpuSeconds(postmaster));
-}
-
-export function cpuSnap(ctx: Ctx): CpuSnap {
-  const tree = treeCpuReader();
-  const per: Record<string, number> = { redis: cpuSeconds(ctx.redis.proc.pid), ferretdb: storeCpuSeconds(ctx.ferret), loadgen: cpuSecondsWithChildren(process.pid) };
-  const waits: Record<string, number> = {};
-  if (ctx.ferretDirect !== undefined) per['ferretdb_direct'] = storeCpuSeconds(ctx.ferretDirect);
-  for (const [name, p] of Object.entries(ctx.procs)) {
-    if (p === undefined) continue;
-    per[name] = tree(p.pid);
-    waits[name] = runQueueSeconds(p.pid);
-  }
-  return { per, waits, machine: machineCpu(), at: now() / 1000 };
-}
-
-/** What one run cost, from two snapshots around it. */
-export interface CpuUse {
-  /** CPU µs per unit of work by role (`server` is the process under test). */
-  readonly perUnit: CpuPerRequest;
-  /** CPU used by processes outside the benchmark, % of the machine. */
-  readonly foreignPct: number;
-  /** The load generator's CPU (this process and wrk), % of the machine. */
-  readonly loadgenPct: number;
-  /** Cores the server under test used on average (CPU s / wall s). */
-  readonly serverCores: number;
-  /** Share of the wall time the server's main thread was runnable but waited for a CPU, %. */
-  readonly serverWaitPct: number;
-  /** Busy share of the whole machine, %. */
-  readonly machineBusyPct: number;
-}
-
-export function cpuDiff(a: CpuSnap, b: CpuSnap, serverName: string, units: number, storeName = 'ferretdb'): CpuUse {
-  const d: Record<string, number> = {};
-  let ours = 0;
-  for (const k of Object.keys(b.per)) {
-    d[k] = (b.per[k] ?? 0) - (a.per[k] ?? 0);
-    ours += d[k];
-  }
-  const perUnit: CpuPerRequest = {};
-  const us = (x: number | undefined) => (units > 0 && x !== undefined ? (x * 1e6) / units : Number.NaN);
-  perUnit['server'] = us(d[serverName]);
-  perUnit['redis'] = us(d['redis']);
-  perUnit['ferretdb'] = us(d[storeName]);
-  perUnit['worker'] = us(d['worker']);
-  perUnit['loadgen'] = us(d['loadgen']);
-  const busy = b.machine.busy - a.machine.busy;
-  const total = b.machine.total - a.machine.total;
-  const wall = b.at - a.at;
-  const pct = (x: number) => (total > 0 ? (x / total) * 100 : Number.NaN);
-  return {
-    perUnit,
-    foreignPct: pct(Math.max(0, busy - ours)),
-    loadgenPct: pct(d['loadgen'] ?? 0),
-    serverCores: wall > 0 ? (d[serverName] ?? Number.NaN) / wall : Number.NaN,
-    serverWaitPct: wall > 0 ? (((b.waits[serverName] ?? Number.NaN) - (a.waits[serverName] ?? Number.NaN)) / wall) * 100 : Number.NaN,
-    machineBusyPct: pct(busy),
-  };
-}
 
 /** Cumulative event-loop idle and active ms of the server under test (performance.eventLoopUtilization). */
 async function eluOf(ctx: Ctx, design: Design): Promise<{ idle: number; active: number }> {

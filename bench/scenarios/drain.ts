@@ -6,7 +6,8 @@ import { sumOf } from '../lib/prom.js';
 import { rawInsertManyRate } from '../lib/raw.js';
 import { fmt } from '../lib/report.js';
 import type { RawSummary, Round } from '../lib/types.js';
-import { cpuDiff, cpuSnap, drainWithin, jobsDone, now, processed, progress, workerScrape, type Ctx } from '../lib/runner.js';
+import { cpuDiff, cpuSnap } from '../lib/cpu-use.js';
+import { drainWithin, jobsDone, now, processed, progress, workerScrape, type Ctx } from '../lib/runner.js';
 
 /**
  * insertMany commands the raw twin keeps in flight: the worker's jobs in hand (WORKER_CONCURRENCY,
