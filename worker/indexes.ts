@@ -23,7 +23,8 @@ export const WORKER_INDEXES: readonly { readonly collection: string; readonly in
   { collection: COLLECTIONS.suggestions, index: { key: { feedback_dataset_id: 1, question: 1, feedback_record_id: 1 }, name: 'dataset_question_record' } },
   { collection: COLLECTIONS.deadLetters, index: { key: { failed_at: 1 }, name: 'failed_at' } },
   // Erasure (docs/erasure.md): every store round reads its users' tombstones; a sweep finds a user's responses and created records.
-  { collection: COLLECTIONS.erasures, index: { key: { user_hash: 1, seq: 1 }, name: 'user_hash_seq' } },
+  // The guard reads the tombstones above its round's oldest write (worker/erasure-guard.ts).
+  { collection: COLLECTIONS.erasures, index: { key: { seq: 1 }, name: 'seq' } },
   { collection: COLLECTIONS.responses, index: { key: { user_id: 1, seq: 1 }, name: 'user_seq' } },
   { collection: COLLECTIONS.records, index: { key: { creator_user_id: 1, seq: 1 }, name: 'creator_seq' } },
   // Webhook deliveries (shared/webhook-outbox.ts DeliveryDoc): a record's deliveries to an endpoint, the dispatcher's scan of an
@@ -65,7 +66,11 @@ export async function ensureIndexes(db: Db): Promise<void> {
 }
 
 /** Indexes of earlier releases that the ones above replace: dropped once their replacement exists. */
-const OBSOLETE: readonly { readonly collection: string; readonly name: string }[] = [{ collection: COLLECTIONS.responses, name: 'record_user_unique' }];
+const OBSOLETE: readonly { readonly collection: string; readonly name: string }[] = [
+  { collection: COLLECTIONS.responses, name: 'record_user_unique' },
+  // The guard's read by users' hashes, before it read by order (2026-11-27).
+  { collection: COLLECTIONS.erasures, name: 'user_hash_seq' },
+];
 
 async function dropObsolete(db: Db): Promise<void> {
   for (const { collection, name } of OBSOLETE) {

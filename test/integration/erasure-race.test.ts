@@ -92,4 +92,28 @@ describe('erasure guard: a store round that read the tombstones just before an e
     expect(await db.collection(COLLECTIONS.responses).countDocuments({ feedback_record_id: rec.write.record_id })).to.equal(0);
     expect(reports.map((r) => `${r.moment} ${r.erasureId} ${r.stored}`)).to.deep.equal(['removing era_race_end-user true', 'removed era_race_end-user false']);
   });
+
+  it('a round whose writes span an erasure: the tombstone covers its users\' writes below its order only, whatever the round\'s other orders', async () => {
+    const insert = (user: string, seq: number) =>
+      erasureCollection(db).insertOne({
+        _id: `era_${user}_${seq}`, user_hash: userHash(user), datasets: null, records: 'keep', seq, status: 'done', removed: { ...NO_COUNTS },
+        api_key: 'tester', request_id: `req-era-${seq}`, requested_at: new Date(), finished_at: new Date(),
+      });
+    const older = version(1, 1, 2); // ann-1, below the tombstone
+    const newer = { ...version(1, 2, 3), seq: older.seq + 1000 }; // ann-2, above it
+    const later = { ...version(1, 1, 4), seq: older.seq + 2000 }; // ann-1 again, above it
+    await insert('ann-1', older.seq + 500);
+    // Tombstones below every write of the round, and of users not in it, cover nothing here.
+    await insert('ann-2', older.seq - 1);
+    await insert('ann-9', older.seq + 700);
+    const guard = createErasureGuard({ db });
+    for (const round of [[older, newer, later], [later, newer, older]]) {
+      const seen = await guard.tombstones(round);
+      expect(seen.covering(older, 'ds_writer')?.id).to.equal(`era_ann-1_${older.seq + 500}`);
+      expect(seen.covering(newer, 'ds_writer')).to.equal(undefined);
+      expect(seen.covering(later, 'ds_writer')).to.equal(undefined);
+    }
+    // A round of writes all above the tombstone finds nothing to drop.
+    expect((await guard.tombstones([newer, later])).covering(later, 'ds_writer')).to.equal(undefined);
+  });
 });
