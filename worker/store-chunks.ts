@@ -2,10 +2,12 @@
  * Most documents per store command of a round's inserts and updates. A round of 2,000 writes then
  * goes as several commands at once rather than one: a PostgreSQL-based store (the stand-in)
  * runs a command on one backend, so one large command uses one core of it, and MongoDB serves
- * concurrent commands on as many cores as it has. Measured on the stand-in: see
- * docs/performance.md (store rounds in chunks).
+ * concurrent commands on as many cores as it has. Smaller commands cost the store more CPU a write
+ * once they outnumber its cores (concurrent backends contend for the same index pages): on the
+ * 2-core stand-in, 250 cost 195–243 µs of store CPU a write on the usual mix, 500 164–203, 2,000
+ * 148–206, with 500 draining fastest (docs/performance.md, store command sizes).
  */
-export const STORE_CHUNK_DOCS = 250;
+export const STORE_CHUNK_DOCS = 500;
 
 /**
  * Runs `apply` on consecutive slices of at most `size` items at once and returns their results

@@ -8,6 +8,13 @@ import { insertNew } from './inserts.js';
 import { STORE_CHUNK_DOCS } from './store-chunks.js';
 
 /**
+ * Most deliveries per insert command of a fan-out, one command after another (see `moveOne`).
+ * At most {@link STORE_CHUNK_DOCS}, so that `insertNew` sends each slice as one command; smaller than
+ * a batch of events (BATCH_EVENTS), as the webhook benchmarks measured it.
+ */
+export const FAN_OUT_COMMAND_DOCS = Math.min(250, STORE_CHUNK_DOCS);
+
+/**
  * Moves an endpoint's events from their batches (`webhook_batches`, appended by store rounds:
  * worker/event-outbox.ts) into the outbox (`webhook_outbox`), one delivery document per event, as
  * the dispatcher needs them (worker/webhook-dispatcher.ts): the store then writes a few hundred
@@ -43,8 +50,8 @@ export function createWebhookFanOut(options: { readonly db: Db; readonly lock: F
     // pending event and drops one older than an event of the record already delivered, so a later
     // event of a record must never become visible before an earlier one. An event already there (a
     // job run twice appends it again; a fan-out that died before deleting its batch) is kept as it is.
-    for (let i = 0; i < docs.length; i += STORE_CHUNK_DOCS) {
-      const outcomes = await insertNew(outbox, docs.slice(i, i + STORE_CHUNK_DOCS));
+    for (let i = 0; i < docs.length; i += FAN_OUT_COMMAND_DOCS) {
+      const outcomes = await insertNew(outbox, docs.slice(i, i + FAN_OUT_COMMAND_DOCS));
       outcomes.forEach((o, j) => {
         if (o.kind === 'rejected') options.logger.error({ event_id: docs[i + j]!.event_id, endpoint_id: endpointId, err: o.error }, 'webhook event refused by the store; not delivered');
       });

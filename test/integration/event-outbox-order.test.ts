@@ -18,8 +18,7 @@ import { createFanOutLock, type FanOutLock } from '../../worker/fan-out-lock.js'
 import { ensureIndexes } from '../../worker/indexes.js';
 import { createRoundEvents } from '../../worker/round-events.js';
 import { createFeedbackWriter } from '../../worker/writer.js';
-import { STORE_CHUNK_DOCS } from '../../worker/store-chunks.js';
-import { createWebhookFanOut } from '../../worker/webhook-fan-out.js';
+import { createWebhookFanOut, FAN_OUT_COMMAND_DOCS } from '../../worker/webhook-fan-out.js';
 import { pruneOrphanedEvents } from '../../worker/webhook-orphans.js';
 import type { WebhookSubscriptions } from '../../worker/webhook-subscriptions.js';
 import { uniqueName } from '../helpers/env.js';
@@ -63,7 +62,7 @@ describe('webhook outbox: a round\'s events become visible in order', () => {
 
   it('more events than one store command holds: while the fan-out\'s first command is held, no record shows a later event without its earlier one', async () => {
     // As a round builds them: every record.created first, then the records' first responses.
-    const n = Math.ceil(STORE_CHUNK_DOCS * 0.6);
+    const n = Math.ceil(FAN_OUT_COMMAND_DOCS * 0.6);
     expect(2 * n, 'one batch').to.be.at.most(BATCH_EVENTS);
     const at = new Date();
     const records: StoredEvent[] = Array.from({ length: n }, (_, i) => ({ type: 'record.created', seq: 1000 + i, recordId: `rec_${i}`, subjectId: `rec_${i}`, datasetId: 'ds', at, data: { feedback_record_id: `rec_${i}` } as never }));
