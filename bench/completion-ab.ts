@@ -127,7 +127,7 @@ async function main(): Promise<void> {
     '',
     `Load average at the start: ${LOAD_AT_START}; at the end: ${loadavg().map((l) => l.toFixed(2)).join(', ')}. CPU: the bench process's (where the worker runs), user + system, per write; store CPU: FerretDB's, Redis's and the PostgreSQL cluster's, from /proc, over the whole of a drain's step: the burst queued, drained, and what is stored checked.`,
     '',
-    '| round | mix | mode | writes/s | CPU µs/write | store CPU µs/write | s | store seconds by command (commands) | verified |',
+    '| round | mix | mode | writes/s | CPU µs/write | store CPU µs/write | s | store seconds by command and collection (commands) | verified |',
     '|---|---|---|---|---|---|---|---|---|',
     ...rows,
     '',

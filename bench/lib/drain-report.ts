@@ -101,10 +101,10 @@ export function renderDrainReport(run: DrainRun, final: boolean): string {
     d(`usual drain, ${fmt(run.seedDocs)}-doc store`, row.big);
   }
   lines.push('');
-  lines.push('Store commands by name (drain passes, last round):', '');
+  lines.push('Store commands by name and collection (drain passes, last round):', '');
   const last = rounds[rounds.length - 1];
   for (const [name, x] of [['usual', last?.usual], ['heavy', last?.heavy], ['usual, large store', last?.big]] as const) {
-    if (x) lines.push(`- ${name}: ${countsText(x.commands)}; store seconds by command (summed over concurrent commands): ${[...x.storeSeconds.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${fmt(v, 1)}`).join(', ')}`);
+    if (x) lines.push(`- ${name}: ${countsText(x.commands)}; store seconds by command and collection (summed over concurrent commands): ${[...x.storeSeconds.entries()].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${fmt(v, 1)}`).join(', ')}`);
   }
   lines.push('');
   return lines.join('\n');
