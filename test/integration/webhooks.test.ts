@@ -168,20 +168,34 @@ describe('webhooks', function () {
       const endpoint = await subscribe(receiver.url, ['ds_down']);
       await receiver.stop();
       const downAt = Date.now();
-      // 12 records, each answered then updated three times, every version stored before the next is sent.
-      const ids = await Promise.all(
+      // 12 records, each answered then updated three times. Every version is announced before the
+      // next is sent: a version already superseded when its round reads it back says nothing (the
+      // later one has its own event, worker/round-events.ts), and a version merely stored may be
+      // read back by its round after the next one is stored. So after each step, wait until the
+      // endpoint's deliveries add up to the events of the step (read until they do, as below).
+      const deliveries = async () => {
+        const d = ((await admin('/admin/webhooks')).body.items as { id: string; deliveries: Record<string, number> }[]).find((i) => i.id === endpoint.id)!.deliveries;
+        return d['pending']! + d['queued']!;
+      };
+      const announced = (n: number, what: string) => eventually(async () => ((await deliveries()) === n ? true : undefined), 20_000, what);
+      const created = await Promise.all(
         Array.from({ length: 12 }, async (_, n) => {
           const res = await stack.post('/feedback-record', record('ds_down', n));
-          const id = res.body.feedback_record_id as string;
-          // Each version stored before the next is sent: versions of one round collapse to the newest, which alone is stored and announced.
           await eventually(async () => ((await stack.db.collection(COLLECTIONS.responses).findOne({ _id: res.body.feedback_response_id })) === null ? undefined : true), 20_000, 'the record stored');
-          for (let v = 1; v <= 3; v++) {
-            expect((await respond(id, 'ann-1', 10 * v)).status).to.equal(200);
-            await eventually(async () => ((await stack.db.collection(COLLECTIONS.responses).findOne({ _id: res.body.feedback_response_id }))?.['values']?.helpful === 10 * v ? true : undefined), 20_000, 'the update stored');
-          }
-          return id;
+          return { id: res.body.feedback_record_id as string, responseId: res.body.feedback_response_id as string };
         }),
       );
+      const ids = created.map((c) => c.id);
+      await announced(12 * 2, 'record.created and response.created of every record');
+      for (let v = 1; v <= 3; v++) {
+        await Promise.all(
+          created.map(async ({ id, responseId }) => {
+            expect((await respond(id, 'ann-1', 10 * v)).status).to.equal(200);
+            await eventually(async () => ((await stack.db.collection<{ _id: string; values?: { helpful?: number } }>(COLLECTIONS.responses).findOne({ _id: responseId }))?.values?.helpful === 10 * v ? true : undefined), 20_000, 'the update stored');
+          }),
+        );
+        await announced(12 * (2 + v), `response.updated ${v} of every record`);
+      }
       // While it is down: failed attempts retry, the rest wait in MongoDB; Redis holds at most 50 (the default in-flight cap) delivery jobs.
       const queue = stack.worker!.webhooks.queue;
       let maxJobs = 0;
