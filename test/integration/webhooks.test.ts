@@ -173,11 +173,12 @@ describe('webhooks', function () {
       // later one has its own event, worker/round-events.ts), and a version merely stored may be
       // read back by its round after the next one is stored. So after each step, wait until the
       // endpoint's deliveries add up to the events of the step (read until they do, as below).
-      const deliveries = async () => {
-        const d = ((await admin('/admin/webhooks')).body.items as { id: string; deliveries: Record<string, number> }[]).find((i) => i.id === endpoint.id)!.deliveries;
-        return d['pending']! + d['queued']!;
-      };
-      const announced = (n: number, what: string) => eventually(async () => ((await deliveries()) === n ? true : undefined), 20_000, what);
+      const endpointCounts = async () => ((await admin('/admin/webhooks')).body.items as { id: string; deliveries: Record<string, number> }[]).find((i) => i.id === endpoint.id)!.deliveries;
+      const announced = (n: number, what: string) =>
+        eventually(async () => {
+          const d = await endpointCounts();
+          return d['pending']! + d['queued']! === n ? true : undefined;
+        }, 20_000, what);
       const created = await Promise.all(
         Array.from({ length: 12 }, async (_, n) => {
           const res = await stack.post('/feedback-record', record('ds_down', n));
@@ -212,7 +213,7 @@ describe('webhooks', function () {
       // (docs/webhooks.md). So read until they add up, within a bound; an event really missing never does.
       let counts: Record<string, number> = {};
       await eventually(async () => {
-        counts = ((await admin('/admin/webhooks')).body.items as { id: string; deliveries: Record<string, number> }[]).find((i) => i.id === endpoint.id)!.deliveries;
+        counts = await endpointCounts();
         return counts['pending']! + counts['queued']! === 12 * 5 ? true : undefined;
       }, 10_000, 'pending + queued = 60').catch(async (err: Error) => {
         const byStatus = await outbox().aggregate([{ $match: { key: { $in: ids } } }, { $group: { _id: '$status', n: { $sum: 1 } } }]).toArray();
