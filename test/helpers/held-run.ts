@@ -6,7 +6,7 @@
  */
 const HELD_AFTER_RUN_MS = 30_000;
 
-/** Call from a root `afterAll`: the timer is unreferenced, so it fires only while something else still holds the event loop. */
+/** Call from the global teardown (test/helpers/root-hooks.ts): the timer is unreferenced, so it fires only while something else still holds the event loop. */
 export function endRunIfHeld(): void {
   setTimeout(() => {
     const held = process.getActiveResourcesInfo().filter((r) => r !== 'TTYWrap');
