@@ -29,17 +29,19 @@ try {
   const ONE_BATCH = { batchSize: 100_000 };
 
   console.log(`${ids.length} records with one response each; commands of ${CHUNK} records, one at a time`);
-  console.log('| command | ms per command | store CPU µs per record |');
-  console.log('|---|---|---|');
+  console.log('| command | ms per command | store CPU µs per record | client CPU µs per record |');
+  console.log('|---|---|---|---|');
   const time = async (name: string, fn: (chunk: string[], i: number) => Promise<unknown>) => {
     const c0 = storeCpuSeconds(store.postgresPort);
+    const u0 = process.cpuUsage();
     const t0 = Date.now();
     let n = 0;
     for (let i = 0; i + CHUNK <= ids.length; i += CHUNK) {
       await fn(ids.slice(i, i + CHUNK), i);
       n++;
     }
-    console.log(`| ${name} | ${((Date.now() - t0) / n).toFixed(1)} | ${(((storeCpuSeconds(store.postgresPort) - c0) * 1e6) / (n * CHUNK)).toFixed(0)} |`);
+    const u = process.cpuUsage(u0);
+    console.log(`| ${name} | ${((Date.now() - t0) / n).toFixed(1)} | ${(((storeCpuSeconds(store.postgresPort) - c0) * 1e6) / (n * CHUNK)).toFixed(0)} | ${((u.user + u.system) / (n * CHUNK)).toFixed(1)} |`);
   };
   const match = (c: string[]) => ({ feedback_record_id: { $in: c }, status: 'submitted' });
   await time('count: `$group` of the submitted responses (before)', (c) => responses.aggregate([{ $match: match(c) }, { $group: { _id: '$feedback_record_id', n: { $sum: 1 }, last: { $max: '$seq' } } }], ONE_BATCH).toArray());
@@ -49,7 +51,9 @@ try {
   await time('claim: single upserts, guards created', (c) => guards.bulkWrite(c.map((_id) => ({ updateOne: { filter: { _id }, update: { $set: { token: 'a' } }, upsert: true } })), { ordered: false }));
   await time('claim: single upserts, guards there (used)', (c) => guards.bulkWrite(c.map((_id) => ({ updateOne: { filter: { _id }, update: { $set: { token: 'b' } }, upsert: true } })), { ordered: false }));
   await time('claim: one updateMany, guards there (not used: deadlocks, worker/completion.ts)', (c, i) => guards.updateMany({ _id: { $in: c } }, { $set: { token: `m${i}` } }));
-  await time('guards read (fresh records, step 4)', (c) => guards.find({ _id: { $in: c } }, { projection: { _id: 1 }, ...ONE_BATCH }).toArray());
+  await time('guards read by id (fresh records, before)', (c) => guards.find({ _id: { $in: c } }, { projection: { _id: 1 }, ...ONE_BATCH }).toArray());
+  await guards.createIndex({ rseq: 1 }, { name: 'rseq' });
+  await time('guards read by the records\' order range (fresh records, now)', (_c, i) => guards.find({ rseq: { $gte: 1e12 + i, $lte: 1e12 + i + CHUNK } }, { projection: { _id: 1 }, ...ONE_BATCH }).toArray());
   await time('status write (a change only)', (c) => records.bulkWrite(c.map((_id) => ({ updateOne: { filter: { _id }, update: { $set: { status: 'pending' } } } })), { ordered: false }));
 } finally {
   await client.close();

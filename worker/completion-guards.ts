@@ -7,14 +7,23 @@ import { ROUND_READ_BATCH } from './store-chunks.js';
 
 /**
  * A record's guard (`feedback_completion_guards`, one small document per record, by record id):
- * there once a recount claimed the record, with the token of the last claim. Why a record is
- * claimed, and who reads the guards: worker/completion.ts. Releases before 2026-11-26 claimed
- * every record they recounted and compared tokens; a claim still writes a new token, so such a
- * worker running beside this one sees it.
+ * there once a recount claimed the record, with the token of the last claim and the record's own
+ * acceptance order (`rseq`, its `seq`). Why a record is claimed, and who reads the guards:
+ * worker/completion.ts. Releases before 2026-11-26 claimed every record they recounted and
+ * compared tokens; a claim still writes a new token, so such a worker running beside this one sees
+ * it.
  */
 interface GuardDoc {
   _id: string;
   token: string;
+  /** The claimed record's `seq`; absent on guards of earlier releases (before 2026-11-27) and of records stored without one. */
+  rseq?: number;
+}
+
+/** A record to claim: its id and, where it has one, its `seq` (RecordDoc). */
+export interface ClaimedRecord {
+  readonly id: string;
+  readonly seq: number | undefined;
 }
 
 export interface CompletionGuards {
@@ -25,19 +34,26 @@ export interface CompletionGuards {
    * rounds claiming the same records then deadlocked (PostgreSQL breaks a deadlock after a second;
    * measured with bench/completion-ab.ts, 2026-11-26).
    */
-  claim(ids: readonly string[]): Promise<void>;
-  /** Those of `ids` some recount claimed. */
-  claimed(ids: readonly string[]): Promise<Set<string>>;
+  claim(records: readonly ClaimedRecord[]): Promise<void>;
+  /**
+   * Those of `records` (record id → its `seq`) some recount claimed. Read by the range of their
+   * orders (one probe of the sparse `rseq` index, which finds the guards of every record claimed
+   * in that range: few, as claims are), not by their ids: on the stand-in a read of 200 ids cost
+   * the store ~23 µs and the worker ~23 µs of CPU per id, the range ~4 and ~8
+   * (bench/completion-costs.ts, 2026-11-27). A record's `seq` never changes, and a claim writes it,
+   * so the range finds every claim of these records made by this release.
+   */
+  claimed(records: ReadonlyMap<string, number>): Promise<Set<string>>;
 }
 
 export function createCompletionGuards(db: Db): CompletionGuards {
   const guards = db.collection<GuardDoc>(COLLECTIONS.completionGuards);
   return {
-    async claim(ids) {
+    async claim(records) {
       const token = randomBytes(12).toString('base64url');
-      let open = [...ids].sort();
+      let open = [...records].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
       while (open.length > 0) {
-        const ops = open.map((_id) => ({ updateOne: { filter: { _id }, update: { $set: { token } }, upsert: true } }));
+        const ops = open.map(({ id: _id, seq }) => ({ updateOne: { filter: { _id }, update: { $set: seq === undefined ? { token } : { token, rseq: seq } }, upsert: true } }));
         try {
           await storeCall(() => guards.bulkWrite(ops, { ordered: false }));
           return;
@@ -50,10 +66,12 @@ export function createCompletionGuards(db: Db): CompletionGuards {
         }
       }
     },
-    async claimed(ids) {
-      if (ids.length === 0) return new Set();
-      const docs = await storeCall(() => guards.find({ _id: { $in: [...ids] } }, { projection: { _id: 1 }, batchSize: ROUND_READ_BATCH }).toArray());
-      return new Set(docs.map((g) => g._id));
+    async claimed(records) {
+      if (records.size === 0) return new Set();
+      let [low, high] = [Infinity, -Infinity];
+      for (const seq of records.values()) [low, high] = [Math.min(low, seq), Math.max(high, seq)];
+      const docs = await storeCall(() => guards.find({ rseq: { $gte: low, $lte: high } }, { projection: { _id: 1 }, batchSize: ROUND_READ_BATCH }).toArray());
+      return new Set(docs.map((g) => g._id).filter((id) => records.has(id)));
     },
   };
 }

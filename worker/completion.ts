@@ -6,6 +6,9 @@ import { NO_RULES_READ, withRulesOf, type CompletionRules, type RuleSnapshot } f
 import { storeCall } from './errors.js';
 import { ROUND_READ_BATCH } from './store-chunks.js';
 
+/** A record the round inserted, as it inserted it: the status it was given and its own `seq` (its guard is found by it). */
+type FreshRecord = Pick<RecordDoc, 'status' | 'completed_seq'> & { readonly seq: number };
+
 /** A record whose status the worker changed. */
 export type RecordStatusChange = {
   readonly record_id: string;
@@ -195,18 +198,18 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
    * another recount, and those whose responses no longer give the status written (or, young, the
    * status read).
    */
-  async function settle(minOf: ReadonlyMap<string, number>, touched: ReadonlyMap<string, TouchedRecord>, recount: readonly string[], fresh: ReadonlyMap<string, Pick<RecordDoc, 'status' | 'completed_seq'>>, prior: ReadonlyMap<string, RecordStatus>): Promise<{ again: string[]; prior: Map<string, RecordStatus> }> {
+  async function settle(minOf: ReadonlyMap<string, number>, touched: ReadonlyMap<string, TouchedRecord>, recount: readonly string[], fresh: ReadonlyMap<string, FreshRecord>, prior: ReadonlyMap<string, RecordStatus>): Promise<{ again: string[]; prior: Map<string, RecordStatus> }> {
     const [read, submitted, claimedFresh] = await Promise.all([
-      recount.length === 0 ? Promise.resolve([]) : storeCall(() => records.find({ _id: { $in: [...recount] } }, { projection: { status: 1, completed_seq: 1, creator_user_id: 1 }, batchSize: ROUND_READ_BATCH }).toArray()),
+      recount.length === 0 ? Promise.resolve([]) : storeCall(() => records.find({ _id: { $in: [...recount] } }, { projection: { status: 1, completed_seq: 1, creator_user_id: 1, seq: 1 }, batchSize: ROUND_READ_BATCH }).toArray()),
       tally(recount),
-      guards.claimed([...fresh.keys()]),
+      guards.claimed(new Map([...fresh].map(([id, f]) => [id, f.seq]))),
     ]);
     // Young: no response of its creator is stored, so its first one may still be on its way, in the
     // round that inserted it, which then reads the guard instead of recounting (see above).
     const young = new Set(read.filter((d) => d.creator_user_id !== undefined && submitted.get(d._id)?.users.has(d.creator_user_id) !== true).map((d) => d._id));
-    if (young.size > 0) await guards.claim([...young]);
+    if (young.size > 0) await guards.claim(read.filter((d) => young.has(d._id)).map((d) => ({ id: d._id, seq: d.seq })));
     // Fresh records as this round inserted them, then those read.
-    const held: Pick<RecordDoc, '_id' | 'status' | 'completed_seq'>[] = [...[...fresh].map(([_id, fields]) => ({ _id, ...fields })), ...read];
+    const held: Pick<RecordDoc, '_id' | 'status' | 'completed_seq'>[] = [...[...fresh].map(([_id, { status, completed_seq }]) => ({ _id, status, ...(completed_seq === undefined ? {} : { completed_seq }) })), ...read];
     const changes: RecordStatusChange[] = [];
     const reported: RecordStatusChange[] = [];
     const completions: RecordCompletion[] = [];
@@ -268,7 +271,7 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
     return { again, prior: nextPrior };
   }
 
-  async function finish(touched: ReadonlyMap<string, TouchedRecord>, fresh: ReadonlyMap<string, Pick<RecordDoc, 'status' | 'completed_seq'>>, held: RuleSnapshot): Promise<void> {
+  async function finish(touched: ReadonlyMap<string, TouchedRecord>, fresh: ReadonlyMap<string, FreshRecord>, held: RuleSnapshot): Promise<void> {
     const minOf = ruled(touched, await withRulesOf(rules, [...touched.values()].map((t) => t.datasetId), held));
     if (minOf.size === 0) return;
     const recount = [...minOf.keys()].filter((id) => !fresh.has(id)).sort();
@@ -281,7 +284,7 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
     async round(datasetIds) {
       const held = await withRulesOf(rules, datasetIds, NO_RULES_READ);
       // The status each record of the round was given for its insert.
-      const given = new Map<string, Pick<RecordDoc, 'status' | 'completed_seq'>>();
+      const given = new Map<string, FreshRecord>();
       const fieldsOf = (datasetId: string, firstResponseStatus: string, seq: number): Pick<RecordDoc, 'status' | 'completed_seq'> => {
         const rule = held.rules.get(datasetId);
         if (rule === undefined) return { status: 'submitted' };
@@ -291,7 +294,7 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
       return {
         newRecordFields(recordId, datasetId, firstResponseStatus, seq) {
           const fields = fieldsOf(datasetId, firstResponseStatus, seq);
-          given.set(recordId, fields);
+          given.set(recordId, { ...fields, seq });
           return fields;
         },
         finish: (touched, fresh) => finish(touched, new Map([...fresh].flatMap((id) => (given.has(id) ? [[id, given.get(id)!] as const] : []))), held),

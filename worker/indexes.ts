@@ -21,6 +21,9 @@ export const WORKER_INDEXES: readonly { readonly collection: string; readonly in
   // A record's suggestions are read with it (by record); the agreement endpoint reads one question's in record order.
   { collection: COLLECTIONS.suggestions, index: { key: { feedback_record_id: 1, question: 1, agent: 1 }, name: 'record_question_agent' } },
   { collection: COLLECTIONS.suggestions, index: { key: { feedback_dataset_id: 1, question: 1, feedback_record_id: 1 }, name: 'dataset_question_record' } },
+  // A store round's new records under a completion rule: were any claimed by another worker's recount (worker/completion-guards.ts)?
+  // Read by the range of their orders. Sparse: guards of earlier releases have no `rseq`.
+  { collection: COLLECTIONS.completionGuards, index: { key: { rseq: 1 }, name: 'rseq', sparse: true } },
   { collection: COLLECTIONS.deadLetters, index: { key: { failed_at: 1 }, name: 'failed_at' } },
   // Erasure (docs/erasure.md): every store round reads its users' tombstones; a sweep finds a user's responses and created records.
   // The guard reads the tombstones above its round's oldest write (worker/erasure-guard.ts).
@@ -51,8 +54,8 @@ export class IndexSetupError extends Error {
  * caller retries) and {@link IndexSetupError} for anything else (the caller stops).
  */
 export async function ensureIndexes(db: Db): Promise<void> {
-  // Indexed by _id alone, so no index above creates it: created here rather than by the first
-  // recounts' upserts, which several workers may run at once.
+  // Created here rather than by the first recounts' upserts, which several workers may run at once
+  // (its `rseq` index below creates it too; this is for a store that has it from before).
   await ensureCollection(db, COLLECTIONS.completionGuards);
   for (const { collection, index } of WORKER_INDEXES) {
     try {
