@@ -52,9 +52,19 @@ try {
   await time('claim: single upserts, guards there (used)', (c) => guards.bulkWrite(c.map((_id) => ({ updateOne: { filter: { _id }, update: { $set: { token: 'b' } }, upsert: true } })), { ordered: false }));
   await time('claim: one updateMany, guards there (not used: deadlocks, worker/completion.ts)', (c, i) => guards.updateMany({ _id: { $in: c } }, { $set: { token: `m${i}` } }));
   await time('guards read by id (fresh records, before)', (c) => guards.find({ _id: { $in: c } }, { projection: { _id: 1 }, ...ONE_BATCH }).toArray());
-  await guards.createIndex({ rseq: 1 }, { name: 'rseq' });
+  // The worker's own index (sparse, on rseq; worker/indexes.ts), created with the seed.
   await time('guards read by the records\' order range (fresh records, now)', (_c, i) => guards.find({ rseq: { $gte: 1e12 + i, $lte: 1e12 + i + CHUNK } }, { projection: { _id: 1 }, ...ONE_BATCH }).toArray());
   await time('status write (a change only)', (c) => records.bulkWrite(c.map((_id) => ({ updateOne: { filter: { _id }, update: { $set: { status: 'pending' } } } })), { ordered: false }));
+  // What a store command costs the worker whatever it reads: on a slow machine it outweighs the documents.
+  const perCommand = async (name: string, fn: () => Promise<unknown>) => {
+    const u0 = process.cpuUsage();
+    const t0 = Date.now();
+    for (let i = 0; i < 200; i++) await fn();
+    const u = process.cpuUsage(u0);
+    console.log(`| ${name} | ${((Date.now() - t0) / 200).toFixed(1)} | – | ${((u.user + u.system) / 200).toFixed(0)} per command |`);
+  };
+  await perCommand('`ping` (per command)', () => db.command({ ping: 1 }));
+  await perCommand('records read of 2 ids (per command)', () => records.find({ _id: { $in: ids.slice(0, 2) } }, { projection: { status: 1 }, ...ONE_BATCH }).toArray());
 } finally {
   await client.close();
   await store.stop();
