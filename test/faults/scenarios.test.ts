@@ -8,6 +8,7 @@ import { faultScope } from './scope.js';
 import { msg, type ServiceProcess } from '../../devkit/processes.js';
 import { ledgerFigures, recordScenario } from './report.js';
 import { decodeJob } from '../../shared/job-payload.js';
+import { RecordsPendingError } from '../../worker/errors.js';
 
 /**
  * Fault scenarios against the real `web` and `worker` processes, a durable Redis (AOF) and
@@ -97,10 +98,17 @@ describe('fault scenarios (real processes, durable Redis, FerretDB; ledger)', fu
     recordScenario(this.test!.fullTitle(), ledgerFigures('worker SIGKILL mid-batch', r, { jobs_held_by_killed_worker: active.length, recovery_seconds: Math.round((drainedAt - killedAt) / 1000) }, fiveXx(l)));
     assertBalanced(r);
     assert.equal(r.outcomes.acked, r.requests, 'the API must answer 200 to everything while only the worker dies');
-    // The jobs the dead worker held were run again, to completion, by the new one.
+    // The jobs the dead worker held were run again, to completion, by the new one. An attempt on
+    // the way may have failed with RecordsPendingError: a response whose record is in another job
+    // the dead worker held, not stored yet, is retried by design. BullMQ keeps that attempt's
+    // `failedReason` on the job after it completes (CI saw it once in six runs, 2026-11-27), so
+    // the job's state and the reasons of its failed attempts are what tell.
     for (const id of active) {
       const job = await c.queue().getJob(id);
-      assert.ok(job?.finishedOn !== undefined && job.failedReason === undefined, `job ${id} held by the killed worker did not complete`);
+      const state = job === undefined ? 'gone' : await job.getState();
+      const otherFailures = (job?.stacktrace ?? []).filter((trace) => !trace.startsWith(`${RecordsPendingError.name}:`));
+      const seen = JSON.stringify({ state, attemptsMade: job?.attemptsMade, stalledCounter: job?.stalledCounter, failedReason: job?.failedReason, otherFailures });
+      assert.ok(state === 'completed' && otherFailures.length === 0, `job ${id} held by the killed worker did not complete, or failed for another reason than its records pending: ${seen}`);
     }
     assert.ok(w2.lines.some(msg('job stored')), 'the new worker stored nothing');
     assert.equal(await c.failedJobs(), 0);
