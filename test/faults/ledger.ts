@@ -204,7 +204,13 @@ export class Ledger {
   private agent(target: string, concurrency: number): Agent {
     let a = this.agents.get(target);
     if (a === undefined) {
-      a = new Agent({ keepAlive: true, maxSockets: concurrency });
+      // Idle sockets are dropped after 2 s, well before the API closes them (HTTP_KEEP_ALIVE_TIMEOUT_MS,
+      // 5 s): a request sent on a socket the server is closing at that moment gets ECONNRESET, no
+      // answer (the keep-alive race of every HTTP/1.1 client). Without `timeout` node's Agent keeps
+      // idle sockets for ever and ignores the server's `Keep-Alive: timeout=5` hint; with it, the
+      // hint less 1 s would apply, which a machine stalled by a failover can overrun. CI saw two
+      // such resets at once in the Redis Cluster failover scenario, 2026-11-27.
+      a = new Agent({ keepAlive: true, maxSockets: concurrency, timeout: 2_000 });
       this.agents.set(target, a);
     }
     return a;

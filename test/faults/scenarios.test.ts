@@ -24,6 +24,21 @@ import { RecordsPendingError } from '../../worker/errors.js';
  * must be seen twice by it, so a job held by a killed worker runs again within ~4 s.
  */
 const STALLED_RECOVERY_MS = 2 * 2_000;
+
+/**
+ * The job ended `completed`, and every attempt of it that failed on the way failed with
+ * RecordsPendingError: a response whose record is in a job not stored yet is retried by design.
+ * BullMQ keeps such an attempt's `failedReason` on the job after it completes (a kill -9 test
+ * that asked for none failed CI once in six runs, 2026-11-27), so the state and the reasons of
+ * the failed attempts are what tell.
+ */
+async function assertCompleted(c: Cluster, id: string, what: string): Promise<void> {
+  const job = await c.queue().getJob(id);
+  const state = job === undefined ? 'gone' : await job.getState();
+  const otherFailures = (job?.stacktrace ?? []).filter((trace) => !trace.startsWith(`${RecordsPendingError.name}:`));
+  const seen = JSON.stringify({ state, attemptsMade: job?.attemptsMade, stalledCounter: job?.stalledCounter, failedReason: job?.failedReason, otherFailures });
+  assert.ok(state === 'completed' && otherFailures.length === 0, `job ${id} ${what} did not complete, or failed for another reason than its records pending: ${seen}`);
+}
 const SHUTDOWN_TIMEOUT_MS = 8_000;
 
 async function drained(c: Cluster, timeoutMs: number): Promise<void> {
@@ -98,18 +113,8 @@ describe('fault scenarios (real processes, durable Redis, FerretDB; ledger)', fu
     recordScenario(this.test!.fullTitle(), ledgerFigures('worker SIGKILL mid-batch', r, { jobs_held_by_killed_worker: active.length, recovery_seconds: Math.round((drainedAt - killedAt) / 1000) }, fiveXx(l)));
     assertBalanced(r);
     assert.equal(r.outcomes.acked, r.requests, 'the API must answer 200 to everything while only the worker dies');
-    // The jobs the dead worker held were run again, to completion, by the new one. An attempt on
-    // the way may have failed with RecordsPendingError: a response whose record is in another job
-    // the dead worker held, not stored yet, is retried by design. BullMQ keeps that attempt's
-    // `failedReason` on the job after it completes (CI saw it once in six runs, 2026-11-27), so
-    // the job's state and the reasons of its failed attempts are what tell.
-    for (const id of active) {
-      const job = await c.queue().getJob(id);
-      const state = job === undefined ? 'gone' : await job.getState();
-      const otherFailures = (job?.stacktrace ?? []).filter((trace) => !trace.startsWith(`${RecordsPendingError.name}:`));
-      const seen = JSON.stringify({ state, attemptsMade: job?.attemptsMade, stalledCounter: job?.stalledCounter, failedReason: job?.failedReason, otherFailures });
-      assert.ok(state === 'completed' && otherFailures.length === 0, `job ${id} held by the killed worker did not complete, or failed for another reason than its records pending: ${seen}`);
-    }
+    // The jobs the dead worker held were run again, to completion, by the new one.
+    for (const id of active) await assertCompleted(c, id, 'held by the killed worker');
     assert.ok(w2.lines.some(msg('job stored')), 'the new worker stored nothing');
     assert.equal(await c.failedJobs(), 0);
     assert.deepEqual(await c.deadLetters(), []);
@@ -344,7 +349,7 @@ describe('fault scenarios (real processes, durable Redis, FerretDB; ledger)', fu
       assert.equal(letter['reason'], 'store_rejected');
       assert.ok(String(letter['error']).length > 0);
       assert.ok(String(letter['payload_json']).includes(String(letter['request_id'])), 'the dead letter does not keep the write');
-      assert.ok(job?.finishedOn !== undefined && job.failedReason === undefined, `job ${String(letter['job_id'])} did not complete`);
+      await assertCompleted(c, String(letter['job_id']), 'of a dead letter');
     }
     recordScenario(this.test!.fullTitle(), ledgerFigures('poison writes (documents over 16 MiB) among good ones', r, { poison_acknowledged: poison.length, jobs_shared_with_good_writes: sharedJobs, good_writes_in_those_jobs: neighboursStored }, fiveXx(l)));
     assert.ok(poison.length >= 15, `only ${poison.length} poison writes were acknowledged`);
