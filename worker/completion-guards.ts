@@ -36,14 +36,14 @@ export interface CompletionGuards {
    */
   claim(records: readonly ClaimedRecord[]): Promise<void>;
   /**
-   * Those of `records` (record id → its `seq`) some recount claimed. Read by the range of their
+   * Those of `records` (by record id, with its `seq`) some recount claimed. Read by the range of their
    * orders (one probe of the sparse `rseq` index, which finds the guards of every record claimed
    * in that range: few, as claims are), not by their ids: on the stand-in a read of 200 ids cost
    * the store ~23 µs and the worker ~23 µs of CPU per id, the range ~4 and ~8
    * (bench/completion-costs.ts, 2026-11-27). A record's `seq` never changes, and a claim writes it,
    * so the range finds every claim of these records made by this release.
    */
-  claimed(records: ReadonlyMap<string, number>): Promise<Set<string>>;
+  claimed(records: ReadonlyMap<string, { readonly seq: number }>): Promise<Set<string>>;
 }
 
 export function createCompletionGuards(db: Db): CompletionGuards {
@@ -68,8 +68,12 @@ export function createCompletionGuards(db: Db): CompletionGuards {
     },
     async claimed(records) {
       if (records.size === 0) return new Set();
-      let [low, high] = [Infinity, -Infinity];
-      for (const seq of records.values()) [low, high] = [Math.min(low, seq), Math.max(high, seq)];
+      let low = Infinity;
+      let high = -Infinity;
+      for (const { seq } of records.values()) {
+        if (seq < low) low = seq;
+        if (seq > high) high = seq;
+      }
       const docs = await storeCall(() => guards.find({ rseq: { $gte: low, $lte: high } }, { projection: { _id: 1 }, batchSize: ROUND_READ_BATCH }).toArray());
       return new Set(docs.map((g) => g._id).filter((id) => records.has(id)));
     },

@@ -202,14 +202,14 @@ export function createCompletionTracker(options: CompletionTrackerOptions): Comp
     const [read, submitted, claimedFresh] = await Promise.all([
       recount.length === 0 ? Promise.resolve([]) : storeCall(() => records.find({ _id: { $in: [...recount] } }, { projection: { status: 1, completed_seq: 1, creator_user_id: 1, seq: 1 }, batchSize: ROUND_READ_BATCH }).toArray()),
       tally(recount),
-      guards.claimed(new Map([...fresh].map(([id, f]) => [id, f.seq]))),
+      guards.claimed(fresh),
     ]);
     // Young: no response of its creator is stored, so its first one may still be on its way, in the
     // round that inserted it, which then reads the guard instead of recounting (see above).
     const young = new Set(read.filter((d) => d.creator_user_id !== undefined && submitted.get(d._id)?.users.has(d.creator_user_id) !== true).map((d) => d._id));
     if (young.size > 0) await guards.claim(read.filter((d) => young.has(d._id)).map((d) => ({ id: d._id, seq: d.seq })));
     // Fresh records as this round inserted them, then those read.
-    const held: Pick<RecordDoc, '_id' | 'status' | 'completed_seq'>[] = [...[...fresh].map(([_id, { status, completed_seq }]) => ({ _id, status, ...(completed_seq === undefined ? {} : { completed_seq }) })), ...read];
+    const held: Pick<RecordDoc, '_id' | 'status' | 'completed_seq'>[] = [...[...fresh].map(([_id, fields]) => ({ _id, ...fields })), ...read];
     const changes: RecordStatusChange[] = [];
     const reported: RecordStatusChange[] = [];
     const completions: RecordCompletion[] = [];

@@ -54,8 +54,8 @@ export class IndexSetupError extends Error {
  * caller retries) and {@link IndexSetupError} for anything else (the caller stops).
  */
 export async function ensureIndexes(db: Db): Promise<void> {
-  // Created here rather than by the first recounts' upserts, which several workers may run at once
-  // (its `rseq` index below creates it too; this is for a store that has it from before).
+  // Created here, before its `rseq` index, rather than by the first recounts' upserts, which several
+  // workers may run at once: another worker creating it at the same moment is not an error here.
   await ensureCollection(db, COLLECTIONS.completionGuards);
   for (const { collection, index } of WORKER_INDEXES) {
     try {

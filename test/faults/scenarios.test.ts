@@ -24,6 +24,7 @@ import { RecordsPendingError } from '../../worker/errors.js';
  * must be seen twice by it, so a job held by a killed worker runs again within ~4 s.
  */
 const STALLED_RECOVERY_MS = 2 * 2_000;
+const SHUTDOWN_TIMEOUT_MS = 8_000;
 
 /**
  * The job ended `completed`, and every attempt of it that failed on the way failed with
@@ -39,7 +40,6 @@ async function assertCompleted(c: Cluster, id: string, what: string): Promise<vo
   const seen = JSON.stringify({ state, attemptsMade: job?.attemptsMade, stalledCounter: job?.stalledCounter, failedReason: job?.failedReason, otherFailures });
   assert.ok(state === 'completed' && otherFailures.length === 0, `job ${id} ${what} did not complete, or failed for another reason than its records pending: ${seen}`);
 }
-const SHUTDOWN_TIMEOUT_MS = 8_000;
 
 async function drained(c: Cluster, timeoutMs: number): Promise<void> {
   try {
