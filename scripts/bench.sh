@@ -12,6 +12,12 @@ ensure_wrk
 echo "building (tsc)…" >&2
 npm run --silent build
 node --import tsx bench/run.ts "$@"
-# The full run (no arguments) ends with the datasets round: accept rate with a realistic
-# definition against none, same API process (also `npm run bench:datasets` on its own).
-if [[ $# -eq 0 ]]; then node --expose-gc --import tsx bench/datasets.ts --rounds 2 --duration 8; fi
+# The full run (no arguments) ends with two A/B rounds of issue 25's target (completion rule and
+# response history on against off): the accept rate with the example definition, which carries a
+# completion rule, against a dataset without one, same API process (the datasets round, also
+# `npm run bench:datasets`); then the drain of the same bursts with the rule and history on against
+# both off, in the usual and the annotation-heavy mix (`npm run bench:completion`).
+if [[ $# -eq 0 ]]; then
+  node --expose-gc --import tsx bench/datasets.ts --rounds 2 --duration 8
+  node --import tsx bench/completion-ab.ts --writes 20000 --rounds 3 --modes off,on
+fi

@@ -1,5 +1,6 @@
 // Datasets (issue 14): the accept rate of the real API with a realistic definition (8 fields, 6
-// questions of mixed types) against the same round on a dataset without a definition, in the
+// questions of mixed types, a completion rule: issue 25's accept side) against the same round on
+// a dataset without a definition, in the
 // same run and the same API process; the cost of one check on the hot path; and the memory the
 // API holds per 1,000 defined datasets. The API runs without a worker (writes wait in Redis), as
 // the accept rounds of `npm run bench` measure the API alone.
