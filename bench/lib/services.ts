@@ -34,11 +34,11 @@ export async function startRedisServer(cwd: string): Promise<Service> {
   return { proc, port, url: `redis://127.0.0.1:${port}`, dir };
 }
 
-/** FerretDB v2 on a private PostgreSQL with DocumentDB (the store of npm start), on its own ports. */
-export async function startFerretDbServer(cwd: string): Promise<Service> {
+/** FerretDB v2 on a private PostgreSQL with DocumentDB (the store of npm start), on its own ports (`onPort`: on that one, a stopped store's). */
+export async function startFerretDbServer(cwd: string, onPort?: number): Promise<Service> {
   // Stopped by destroyService, or by the helper's exit hook when the bench ends another way.
   const postgres = await startPostgresCluster();
-  const [port, debugPort] = [await freePort(), await freePort()];
+  const [port, debugPort] = [onPort ?? (await freePort()), await freePort()];
   const dir = mkdtempSync(join(tmpdir(), 'fi-bench-ferretdb-'));
   registerTempDir(dir);
   const { command, args, env } = ferretdbCommand(postgres.port, port, debugPort, dir);

@@ -53,16 +53,20 @@ export async function seed(ctx: Ctx, count: number): Promise<void> {
  * away so that the next measurement does not run beside it: the worker and its FerretDB are
  * killed (FerretDB would go on scanning for the dead worker's requests, and a FerretDB/SQLite
  * restarted on the same files panics in createIndexes), the queue is obliterated, and the worker
- * starts again on a fresh FerretDB, seeded again. Only the benchmark's own data is lost.
+ * starts again on a fresh FerretDB, seeded again. Only the benchmark's own data is lost. The fresh
+ * FerretDB listens on the old one's port: the API processes (web, web_b, the baselines) keep their
+ * `MONGODB_URI` and their drivers reconnect to it (on another port, the admin routes of the later
+ * project_webhook design answered 503).
  */
 export async function resetProject(ctx: Ctx): Promise<void> {
   const left = await backlogJobs(ctx.projectQueue);
   progress(`  throwing away the ${fmt(left)} jobs the worker did not store in time (worker restarted on a fresh FerretDB, queue emptied)`);
   await ctx.procs.worker?.kill();
   await ctx.mongo.close(true).catch(() => undefined);
+  const { port } = ctx.ferret;
   await destroyService(ctx.ferret);
   await ctx.projectQueue.obliterate({ force: true });
-  ctx.ferret = await startFerretDbServer(ROOT);
+  ctx.ferret = await startFerretDbServer(ROOT, port);
   Object.assign(ctx, await connectStore(ctx));
   ctx.procs.worker = ctx.spawnWorker(ctx.ferret.url);
   await waitForPort(ctx.ports.worker, 60_000).catch((err: unknown) => {
