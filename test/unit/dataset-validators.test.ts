@@ -139,6 +139,12 @@ describe('dataset definitions (the rules of a definition)', () => {
     expect(problems(example)).to.deep.equal([]);
     expect(v.parse(DatasetDefinitionInput, example).fields[0]!.required).to.equal(true);
   });
+  it('docs/datasets/README.md shows the example file as it is', () => {
+    const read = (file: string) => readFileSync(new URL(`../../docs/datasets/${file}`, import.meta.url), 'utf8');
+    const shown = /The complete example[^]*?```json\n([^]*?)```/.exec(read('README.md'))?.[1];
+    expect(shown, 'the README\'s json block after "The complete example"').to.be.a('string');
+    expect(JSON.parse(shown!)).to.deep.equal(JSON.parse(read('ds_support_bot.json')));
+  });
   it('refuses duplicate names, bad key names, unknown types, empty lists and unknown properties', () => {
     const found = problems({
       fields: [{ name: 'a', type: 'text' }, { name: 'a', type: 'text' }, { name: 'b.c', type: 'text' }, { name: 'd', type: 'string' }],
